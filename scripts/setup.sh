@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# setup.sh: installs what ompd-inspect needs on Debian 12 (as root) and builds
+# an OMPD-enabled libomp 19 from Debian's llvm-toolchain-19 source package
+# into a cache outside the repository. Idempotent: a second run does nothing
+# that is already done.
+#
+# Environment:
+#   OMPD_INSPECT_CACHE  cache directory (default /var/cache/ompd-inspect)
+set -euo pipefail
+
+cache=${OMPD_INSPECT_CACHE:-/var/cache/ompd-inspect}
+build=$cache/libomp-19-build
+stamp=$build/.ompd-inspect-built
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+need_pkgs=(clang-19 libomp-19-dev gdb cmake ninja-build dpkg-dev xz-utils make)
+missing=()
+for p in "${need_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+srclist=/etc/apt/sources.list.d/ompd-inspect-deb-src.sources
+if [ ! -f "$srclist" ]; then
+  log "adding a deb-src entry for bookworm main ($srclist)"
+  cat >"$srclist" <<'SRC'
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  updated=no
+else
+  updated=yes
+fi
+
+if [ ${#missing[@]} -gt 0 ] || [ "$updated" = no ] || [ ! -f "$stamp" ]; then
+  if [ ${#missing[@]} -gt 0 ] || [ ! -f "$stamp" ]; then
+    log "apt-get update"
+    apt-get update -qq
+  fi
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ -f "$stamp" ] && [ -f "$build/runtime/src/libomp.so" ] && [ -f "$build/libompd/src/libompd.so" ]; then
+  log "OMPD-enabled libomp already built in $build"
+  exit 0
+fi
+
+mkdir -p "$cache/src"
+cd "$cache/src"
+orig=$(ls llvm-toolchain-19_*.orig.tar.xz 2>/dev/null | head -n1 || true)
+if [ -z "$orig" ]; then
+  log "downloading the llvm-toolchain-19 source package"
+  apt-get source --download-only llvm-toolchain-19 >/dev/null
+  orig=$(ls llvm-toolchain-19_*.orig.tar.xz | head -n1)
+fi
+top=$( (tar -tJf "$orig" || true) | awk -F/ 'NR==1{print $1; exit}')
+if [ ! -d "$top/openmp" ] || [ ! -d "$top/llvm/cmake" ]; then
+  log "extracting openmp/, cmake/ and llvm/cmake/ from $orig"
+  tar -xJf "$orig" --wildcards "$top/openmp/*" "$top/cmake/*" "$top/llvm/cmake/*"
+fi
+
+log "building libomp with OMPT and OMPD into $build"
+mkdir -p "$build"
+cmake -S "$cache/src/$top/openmp" -B "$build" -G Ninja \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang-19 -DCMAKE_CXX_COMPILER=clang++-19 \
+  -DLIBOMP_OMPD_SUPPORT=ON -DLIBOMP_OMPT_SUPPORT=ON \
+  -DOPENMP_ENABLE_LIBOMPTARGET=OFF -DOPENMP_STANDALONE_BUILD=ON >/dev/null
+ninja -C "$build" >/dev/null
+touch "$stamp"
+log "done: $build/runtime/src/libomp.so"

@@ -1,0 +1,144 @@
+// Package target describes what ompd-inspect reads from: a stopped live
+// process or a core file. It knows processes, threads, registers, memory and
+// loaded ELF modules, and nothing of OpenMP.
+//
+// Backends live in subpackages: target/ptrace reaches a live process,
+// target/core reads an ELF core file. Both return a Target.
+package target
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ompd-inspect/ompd-inspect/target/elf"
+)
+
+// ErrUnmapped is returned (wrapped) by ReadMemory when an address is not
+// mapped in the target, or its bytes are in neither the core nor a file.
+var ErrUnmapped = errors.New("address not mapped")
+
+// Registers holds the general purpose registers of an x86-64 thread, in the
+// order of the kernel's user_regs_struct.
+type Registers struct {
+	R15, R14, R13, R12, Rbp, Rbx, R11, R10 uint64
+	R9, R8, Rax, Rcx, Rdx, Rsi, Rdi        uint64
+	OrigRax, Rip, Cs, Eflags, Rsp, Ss      uint64
+	FSBase, GSBase                         uint64
+	Ds, Es, Fs, Gs                         uint64
+}
+
+// Thread is one OS thread (light-weight process) of the target.
+type Thread struct {
+	// TID is the kernel's thread id (the LWP id).
+	TID int
+	// Regs are the thread's registers at the stop (or when the core was
+	// written).
+	Regs Registers
+	// Signal is the signal the thread stopped with in a core (NT_PRSTATUS
+	// pr_cursig), 0 when unknown or for live processes.
+	Signal int
+}
+
+// ThreadPointer returns the x86-64 thread pointer (fs_base). With glibc and
+// musl it is the address of the thread's TCB, which is also the thread's
+// pthread_t value.
+func (t *Thread) ThreadPointer() uint64 { return t.Regs.FSBase }
+
+// Module is an ELF object mapped into the target.
+type Module struct {
+	// Name is the path the target itself recorded (from /proc/PID/maps or
+	// the core's NT_FILE note).
+	Name string
+	// File is the path on disk that was opened to read the module, after
+	// --exe, sysroot and search-path substitution; empty when none was found.
+	File string
+	// Start and End delimit the module's lowest and highest mapped address.
+	Start, End uint64
+	// Bias is the load bias: runtime address = link-time address + Bias.
+	Bias uint64
+	// Image is the parsed ELF file, nil when the file could not be opened
+	// or did not match (see Warnings of the Target).
+	Image *elf.Image
+}
+
+// Contains reports whether addr lies inside the module's mapped range.
+func (m *Module) Contains(addr uint64) bool { return addr >= m.Start && addr < m.End }
+
+// Target is a process image stopped for inspection.
+type Target interface {
+	// PID is the process id (for a core, the one the core recorded).
+	PID() int
+	// Threads lists the target's threads; the first is the main thread when
+	// it still exists.
+	Threads() []Thread
+	// ReadMemory fills buf from the target's memory at addr. It fails with
+	// an error wrapping ErrUnmapped when any byte cannot be read. Reads are
+	// served from a per-stop cache.
+	ReadMemory(addr uint64, buf []byte) error
+	// Modules lists the ELF objects mapped into the target, the executable
+	// first.
+	Modules() []*Module
+	// Warnings lists what the backend noticed and worked around (a moved
+	// binary, a build-id mismatch, a thread that vanished while attaching).
+	Warnings() []string
+	// Close releases the target. For a live process it detaches from every
+	// thread and leaves the process running as it found it.
+	Close() error
+}
+
+// Symbol is a resolved symbol in the target's address space.
+type Symbol struct {
+	Name   string
+	Addr   uint64 // runtime address (link-time value + module bias)
+	Size   uint64
+	Module *Module
+	TLS    bool // a thread-local symbol: Addr is the offset in the module's TLS block
+}
+
+// LookupSymbol finds a symbol by name, searching the modules in order and
+// preferring a defined, non-local-import definition. When module is not
+// nil, only that module is searched.
+func LookupSymbol(t Target, name string, module *Module) (Symbol, error) {
+	mods := t.Modules()
+	if module != nil {
+		mods = []*Module{module}
+	}
+	for _, m := range mods {
+		if m.Image == nil {
+			continue
+		}
+		s, ok := m.Image.Symbol(name)
+		if !ok {
+			continue
+		}
+		if s.TLS {
+			return Symbol{Name: name, Addr: s.Value, Size: s.Size, Module: m, TLS: true}, nil
+		}
+		return Symbol{Name: name, Addr: s.Value + m.Bias, Size: s.Size, Module: m}, nil
+	}
+	return Symbol{}, fmt.Errorf("symbol %s: not found in any loaded module", name)
+}
+
+// ModuleAt returns the module that maps addr, or nil.
+func ModuleAt(t Target, addr uint64) *Module {
+	for _, m := range t.Modules() {
+		if m.Contains(addr) {
+			return m
+		}
+	}
+	return nil
+}
+
+// ReadUint64 reads a little-endian 64-bit value.
+func ReadUint64(t Target, addr uint64) (uint64, error) {
+	var b [8]byte
+	if err := t.ReadMemory(addr, b[:]); err != nil {
+		return 0, err
+	}
+	return le64(b[:]), nil
+}
+
+func le64(b []byte) uint64 {
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
