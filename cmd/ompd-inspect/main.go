@@ -1,0 +1,214 @@
+// Command ompd-inspect shows the OpenMP state of a live process or a core
+// file: threads and what they wait for, the tree of parallel regions, the
+// tasks, the ICVs and the runtime's control variables.
+//
+//	ompd-inspect attach <pid> [summary|threads|regions|tasks|icvs|env] [--json]
+//	ompd-inspect core <corefile> [view] [--exe PATH] [--sysroot DIR] [--search-path DIR] [--json]
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+	"github.com/ompd-inspect/ompd-inspect/internal/render"
+	"github.com/ompd-inspect/ompd-inspect/target/core"
+	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
+)
+
+// views lists the views every target command accepts.
+var views = []string{"summary", "threads", "regions", "tasks", "icvs", "env"}
+
+// viewFlags are the flags shared by attach and core.
+type viewFlags struct {
+	json   bool
+	thread int
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line and returns the exit code. A panic is
+// turned into one line on stderr; the targets' own deferred Close calls
+// have run by then.
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(stderr, "ompd-inspect: internal error: %v\n", p)
+			if os.Getenv("OMPD_INSPECT_DEBUG") != "" {
+				stderr.Write(debug.Stack())
+			}
+			code = 2
+		}
+	}()
+	root := newRoot(stdout)
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintf(stderr, "ompd-inspect: %s\n", oneLine(err.Error()))
+		return 1
+	}
+	return 0
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
+
+func newRoot(stdout io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "ompd-inspect",
+		Short:         "Show the OpenMP state of a live process or a core file",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+
+	var vf viewFlags
+	addViewFlags := func(c *cobra.Command) {
+		c.Flags().BoolVar(&vf.json, "json", false, "print JSON (the schema is in docs/json-schema.md)")
+		c.Flags().IntVar(&vf.thread, "thread", 0, "icvs: only the ICVs of this OS thread id")
+	}
+	viewHelp := "VIEW is one of " + strings.Join(views, ", ") + " (default summary)"
+
+	attach := &cobra.Command{
+		Use:   "attach PID [VIEW]",
+		Short: "Attach to a running process, report, and detach",
+		Long:  "Attach to every thread of a running process, read its OpenMP state, detach (leaving it running as it was), and print a view.\n" + viewHelp,
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			view, err := viewArg(args)
+			if err != nil {
+				return err
+			}
+			pid, err := strconv.Atoi(args[0])
+			if err != nil || pid <= 0 {
+				return fmt.Errorf("%q is not a process id", args[0])
+			}
+			rep, err := inspectProcess(pid)
+			if err != nil {
+				return err
+			}
+			return show(stdout, rep, view, vf)
+		},
+	}
+	addViewFlags(attach)
+
+	var copts core.Options
+	coreCmd := &cobra.Command{
+		Use:   "core COREFILE [VIEW]",
+		Short: "Report the OpenMP state recorded in a core file",
+		Long:  "Read a core file written by the kernel or by gcore, with the binaries it names, and print a view.\n" + viewHelp,
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			view, err := viewArg(args)
+			if err != nil {
+				return err
+			}
+			c, err := core.Open(args[0], copts)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			rep, err := inspect.Build(c, inspect.Source{Kind: "core", Core: args[0]})
+			if err != nil {
+				return err
+			}
+			return show(stdout, rep, view, vf)
+		},
+	}
+	addViewFlags(coreCmd)
+	coreCmd.Flags().StringVar(&copts.Exe, "exe", "", "the executable, when it is not where the core says")
+	coreCmd.Flags().StringVar(&copts.Sysroot, "sysroot", "", "prefix every path the core names with this directory")
+	coreCmd.Flags().StringSliceVar(&copts.SearchPath, "search-path", nil, "directories to look in (by file name) for binaries that moved; repeatable")
+
+	root.AddCommand(attach, coreCmd)
+	return root
+}
+
+func viewArg(args []string) (string, error) {
+	if len(args) < 2 {
+		return "summary", nil
+	}
+	for _, v := range views {
+		if args[1] == v {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("unknown view %q (views: %s)", args[1], strings.Join(views, ", "))
+}
+
+// inspectProcess attaches, builds the report and detaches before anything
+// is printed, so the target is stopped for as short a time as possible.
+func inspectProcess(pid int) (*inspect.Report, error) {
+	p, err := ptrace.Attach(pid, ptrace.Options{})
+	if err != nil {
+		return nil, err
+	}
+	stop := p.DetachOnSignals()
+	defer stop()
+	defer p.Close()
+	rep, err := inspect.Build(p, inspect.Source{Kind: "process"})
+	if cerr := p.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("detaching from process %d: %w", pid, cerr)
+	}
+	return rep, err
+}
+
+
+func show(w io.Writer, rep *inspect.Report, view string, vf viewFlags) error {
+	icvs := rep.ICVs
+	if vf.thread != 0 {
+		if view != "icvs" {
+			return errors.New("--thread goes with the icvs view")
+		}
+		var ok bool
+		if icvs, ok = rep.ThreadICVs(vf.thread); !ok {
+			return fmt.Errorf("thread %d is not a thread of process %d", vf.thread, rep.Target.PID)
+		}
+	}
+	if vf.json {
+		var v any = rep
+		common := func(key string, val any) map[string]any {
+			return map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, key: val}
+		}
+		switch view {
+		case "threads":
+			v = common("threads", rep.Threads)
+		case "regions":
+			v = common("regions", rep.Regions)
+		case "tasks":
+			v = common("tasks", rep.Tasks)
+		case "icvs":
+			v = common("icvs", icvs)
+		case "env":
+			v = common("control_vars", rep.ControlVars)
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	switch view {
+	case "threads":
+		render.Threads(w, rep)
+	case "regions":
+		render.Regions(w, rep)
+	case "tasks":
+		render.Tasks(w, rep)
+	case "icvs":
+		render.ICVs(w, rep, icvs)
+	case "env":
+		render.Env(w, rep)
+	default:
+		render.Summary(w, rep)
+	}
+	return nil
+}

@@ -1,0 +1,487 @@
+package inspect
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/target"
+)
+
+// MaxNesting bounds every walk up a chain of regions or tasks; a longer
+// chain is reported as a warning naming the structure (a cycle, or memory
+// that changed under us).
+const MaxNesting = 256
+
+// Source says what kind of target a report is built from.
+type Source struct {
+	Kind string // "process" or "core"
+	Core string // the core file's path, for cores
+}
+
+// Build inspects a stopped target and returns its report.
+func Build(t target.Target, src Source) (*Report, error) {
+	rt, err := FindRuntime(t)
+	if err != nil {
+		return nil, err
+	}
+	if !HasOMPDSymbols(rt) {
+		return nil, fmt.Errorf("the OpenMP runtime %s has no OMPD layout symbols (ompd_sizeof__*, ompd_access__*): it was built without OMPD support or stripped (Debian's libomp is). Run the program with a libomp built with -DLIBOMP_OMPD_SUPPORT=ON that keeps its symbols, e.g. the one scripts/setup.sh builds, through LD_LIBRARY_PATH", rt.Name)
+	}
+	cb := NewCallbacks(t, rt)
+	as, err := ompd.ProcessInitialize(cb, rt.Name)
+	if err != nil {
+		return nil, fmt.Errorf("initializing OMPD on %s: %w", rt.Name, err)
+	}
+	b := &builder{t: t, cb: cb, as: as, rt: rt,
+		regionIdx: map[string]int{}, taskIdx: map[string]int{}}
+	b.r.Target = TargetInfo{Kind: src.Kind, PID: t.PID(), Core: src.Core}
+	if mods := t.Modules(); len(mods) > 0 {
+		b.r.Target.Executable = mods[0].Name
+	}
+	b.r.Warnings = append(b.r.Warnings, t.Warnings()...)
+	b.runtime()
+	b.threads()
+	b.queued()
+	b.icvs()
+	b.controlVars()
+	b.r.normalize()
+	return &b.r, nil
+}
+
+type builder struct {
+	t  target.Target
+	cb *Callbacks
+	as *ompd.AddressSpace
+	rt *target.Module
+	r  Report
+
+	regionIdx map[string]int // region id -> index in r.Regions
+	taskIdx   map[string]int // task id -> index in r.Tasks
+	handles   []*ompd.Thread // OpenMP thread handles, parallel to ompThreads
+	ompTIDs   []int
+	regionH   map[string]*ompd.Parallel
+	taskH     map[string]*ompd.Task
+}
+
+func (b *builder) warn(format string, args ...any) {
+	b.r.Warnings = append(b.r.Warnings, fmt.Sprintf(format, args...))
+}
+
+func hexID(a uint64) string { return fmt.Sprintf("%#x", a) }
+
+func strp(s string) *string { return &s }
+func intp(i int) *int       { return &i }
+
+// openMPVersionName turns the runtime's _OPENMP value into a version.
+func openMPVersionName(v int) string {
+	switch v {
+	case 201511:
+		return "4.5"
+	case 201611:
+		return "5.0 preview (TR4)"
+	case 201811:
+		return "5.0"
+	case 202011:
+		return "5.1"
+	case 202111:
+		return "5.2"
+	case 202411:
+		return "6.0"
+	}
+	return fmt.Sprint(v)
+}
+
+func (b *builder) runtime() {
+	r := &b.r.Runtime
+	r.Library = b.rt.Name
+	r.LayoutSource = "ompd-symbols"
+	if v, err := b.as.OMPVersion(); err == nil {
+		r.OpenMPVersion = v
+		r.Version = "LLVM OpenMP runtime, OpenMP " + openMPVersionName(v)
+	} else {
+		b.warn("runtime version: %v", err)
+	}
+	locs, err := b.as.DLLLocations()
+	if err != nil {
+		b.warn("ompd_dll_locations: %v", err)
+	}
+	r.OMPDDLLLocations = locs
+	if _, err := b.cb.typeIndex(); err == nil {
+		r.TypeInfo = "dwarf"
+	} else {
+		b.warn("construct locations from the runtime and queued tasks are unavailable: %v", err)
+	}
+	r.StateTracking = b.as.StateTracking()
+	r.NeedsStateTracking = []string{}
+	if !r.StateTracking {
+		r.NeedsStateTracking = []string{"threads[].state", "threads[].wait_id", "tasks[].exit_frame", "tasks[].enter_frame"}
+		r.Hint = "the program runs without OMPD state tracking: thread states, wait ids and task frames are not recorded. Start it with OMP_DEBUG=enabled to see them"
+	}
+}
+
+// symbolize names the function at addr and gives its DWARF source line.
+func (b *builder) symbolize(addr uint64) (fn, loc string) {
+	if addr == 0 {
+		return "", ""
+	}
+	m := target.ModuleAt(b.t, addr)
+	if m == nil || m.Image == nil {
+		return hexID(addr), ""
+	}
+	link := addr - m.Bias
+	if name, ok := m.Image.FuncAt(link); ok {
+		fn = name
+	} else {
+		fn = hexID(addr)
+	}
+	if file, line, ok := m.Image.LineAt(link); ok {
+		loc = fmt.Sprintf("%s:%d", file, line)
+	}
+	return fn, loc
+}
+
+func (b *builder) threads() {
+	b.regionH = map[string]*ompd.Parallel{}
+	b.taskH = map[string]*ompd.Task{}
+	if _, err := b.as.Threads(); err != nil {
+		b.warn("%v", err)
+	}
+	for _, nt := range b.t.Threads() {
+		th := Thread{OSTID: nt.TID}
+		h, err := b.as.ThreadHandle(ompd.ThreadIDPthread, nt.ThreadPointer())
+		if err != nil {
+			if !errors.Is(err, ompd.ErrUnavailable) {
+				b.warn("thread %d: %v", nt.TID, err)
+			}
+			b.r.Threads = append(b.r.Threads, th)
+			continue
+		}
+		th.GTID = intp(h.GTID())
+		if n, err := h.ThreadNum(); err == nil {
+			th.ThreadNum = intp(n)
+		} else {
+			b.warn("thread %d: %v", nt.TID, err)
+		}
+		if b.as.StateTracking() {
+			if st, wait, err := h.State(); err == nil {
+				th.State = strp(st.String())
+				th.WaitID = &wait
+			} else {
+				b.warn("thread %d: %v", nt.TID, err)
+			}
+		}
+		if p, err := h.CurrentParallel(); err == nil {
+			if id, ok := b.addRegionChain(nt.TID, p); ok {
+				th.Region = strp(id)
+			}
+		} else if !errors.Is(err, ompd.ErrUnavailable) {
+			b.warn("thread %d: current parallel region: %v", nt.TID, err)
+		}
+		if k, err := h.CurrentTask(); err == nil {
+			id := b.addTaskChain(k, nt.TID)
+			th.Task = strp(id)
+			t := b.r.Tasks[b.taskIdx[id]]
+			th.Function, th.Location = t.Function, t.Location
+		} else if !errors.Is(err, ompd.ErrUnavailable) {
+			b.warn("thread %d: current task: %v", nt.TID, err)
+		}
+		b.handles = append(b.handles, h)
+		b.ompTIDs = append(b.ompTIDs, nt.TID)
+		b.r.Threads = append(b.r.Threads, th)
+	}
+}
+
+// addRegionChain records p and its enclosing regions (level >= 1) and
+// returns p's id, or false when p is the initial implicit region.
+func (b *builder) addRegionChain(tid int, p *ompd.Parallel) (string, bool) {
+	var ids []string // from p outwards
+	depth := 0
+	for ; depth < MaxNesting; depth++ {
+		level, err := p.Level()
+		if err != nil {
+			b.warn("thread %d: %v", tid, err)
+			break
+		}
+		if level == 0 {
+			break
+		}
+		id := hexID(p.Addr())
+		idx, seen := b.regionIdx[id]
+		if !seen {
+			idx = b.newRegion(id, level, p)
+		}
+		if reg := &b.r.Regions[idx]; p.Serialized() && !containsInt(reg.Threads, tid) {
+			reg.Threads = append(reg.Threads, tid)
+		}
+		ids = append(ids, id)
+		if seen {
+			break // the rest of the chain is recorded already
+		}
+		up, err := p.Enclosing()
+		if err != nil {
+			if !errors.Is(err, ompd.ErrUnavailable) {
+				b.warn("region %s: enclosing region: %v", id, err)
+			}
+			break
+		}
+		p = up
+	}
+	if depth == MaxNesting {
+		b.warn("thread %d: the chain of enclosing parallel regions is longer than %d: stopped there (a cycle, or memory changing while read)", tid, MaxNesting)
+	}
+	for i := 0; i+1 < len(ids); i++ {
+		b.r.Regions[b.regionIdx[ids[i]]].Parent = strp(ids[i+1])
+	}
+	if len(ids) == 0 {
+		return "", false
+	}
+	return ids[0], true
+}
+
+func containsInt(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *builder) newRegion(id string, level int, p *ompd.Parallel) int {
+	reg := Region{ID: id, Level: level, Serialized: p.Serialized(), Threads: []int{}}
+	if al, err := p.ActiveLevel(); err == nil {
+		reg.ActiveLevel = al
+	}
+	if n, err := p.TeamSize(); err == nil {
+		reg.TeamSize = n
+	} else {
+		b.warn("region %s: %v", id, err)
+	}
+	if fn, err := p.Function(); err == nil {
+		reg.EntryAddr = hexID(fn)
+		var dwarfLoc string
+		reg.Function, dwarfLoc = b.symbolize(fn)
+		reg.Location = dwarfLoc
+	}
+	if loc, err := p.Location(); err == nil {
+		reg.Location = loc.String()
+	} else if !errors.Is(err, ompd.ErrNoLocation) && reg.Location == "" {
+		b.warn("region %s: source location: %v", id, err)
+	}
+	if !p.Serialized() {
+		for i := 0; i < reg.TeamSize; i++ {
+			th, err := p.ThreadIn(i)
+			if err != nil {
+				b.warn("region %s: thread %d: %v", id, i, err)
+				continue
+			}
+			pt, err := th.ID(ompd.ThreadIDPthread)
+			if err != nil {
+				b.warn("region %s: thread %d: %v", id, i, err)
+				continue
+			}
+			if nt, ok := b.cb.ThreadByPointer(pt); ok {
+				reg.Threads = append(reg.Threads, nt.TID)
+			} else {
+				b.warn("region %s: thread %d (pthread %#x) is not among the target's threads", id, i, pt)
+			}
+		}
+	}
+	b.regionIdx[id] = len(b.r.Regions)
+	b.regionH[id] = p
+	b.r.Regions = append(b.r.Regions, reg)
+	return len(b.r.Regions) - 1
+}
+
+// addTaskChain records task k as running on tid (tid 0: not running) and
+// its generating tasks up the chain; it returns k's id.
+func (b *builder) addTaskChain(k *ompd.Task, tid int) string {
+	first := ""
+	status := "running"
+	for depth := 0; ; depth++ {
+		if depth == MaxNesting {
+			b.warn("task %s: the chain of generating tasks is longer than %d: stopped there (a cycle, or memory changing while read)", first, MaxNesting)
+			return first
+		}
+		id := hexID(k.Addr())
+		if first == "" {
+			first = id
+		}
+		idx, seen := b.taskIdx[id]
+		if seen {
+			t := &b.r.Tasks[idx]
+			if status == "running" {
+				t.Status, t.Thread = "running", intp(tid)
+			}
+			return first
+		}
+		b.newTask(id, k, status, tid)
+		status = "suspended"
+		parent, err := k.Generating()
+		if err != nil {
+			if !errors.Is(err, ompd.ErrUnavailable) {
+				b.warn("task %s: generating task: %v", id, err)
+			}
+			return first
+		}
+		b.r.Tasks[b.taskIdx[id]].Parent = strp(hexID(parent.Addr()))
+		k = parent
+	}
+}
+
+func (b *builder) newTask(id string, k *ompd.Task, status string, tid int) {
+	t := Task{ID: id, Status: status, Flags: []string{}}
+	if status == "running" && tid != 0 {
+		t.Thread = intp(tid)
+	}
+	f, err := k.Flags()
+	if err != nil {
+		b.warn("task %s: %v", id, err)
+	}
+	t.Kind = "implicit"
+	if f.Explicit {
+		t.Kind = "explicit"
+	}
+	if f.Final {
+		t.Flags = append(t.Flags, "final")
+	}
+	if f.Explicit && f.Untied {
+		t.Flags = append(t.Flags, "untied")
+	}
+	if f.Explicit && f.Serial {
+		t.Flags = append(t.Flags, "undeferred")
+	}
+	var dwarfLoc string
+	if fn, err := k.Function(); err == nil {
+		t.Function, dwarfLoc = b.symbolize(fn)
+	}
+	if p, err := k.Parallel(); err == nil {
+		if lvl, err := p.Level(); err == nil && lvl >= 1 {
+			t.Region = strp(hexID(p.Addr()))
+		}
+	}
+	if loc, err := k.Location(); err == nil {
+		t.Location = loc.String()
+	} else {
+		t.Location = dwarfLoc
+	}
+	if b.as.StateTracking() {
+		if exit, enter, err := k.Frame(); err == nil {
+			t.ExitFrame, t.EnterFrame = strp(hexID(exit)), strp(hexID(enter))
+		}
+	}
+	b.taskIdx[id] = len(b.r.Tasks)
+	b.taskH[id] = k
+	b.r.Tasks = append(b.r.Tasks, t)
+}
+
+func (b *builder) queued() {
+	tasks, err := b.as.QueuedTasks()
+	if err != nil {
+		b.warn("queued tasks: %v", err)
+	}
+	for _, k := range tasks {
+		id := hexID(k.Addr())
+		if _, seen := b.taskIdx[id]; seen {
+			continue
+		}
+		b.newTask(id, k, "queued", 0)
+		if parent, err := k.Generating(); err == nil {
+			b.r.Tasks[b.taskIdx[id]].Parent = strp(hexID(parent.Addr()))
+		}
+	}
+}
+
+func (b *builder) icvs() {
+	add := func(icv ompd.ICV, owner any, h any) {
+		v, err := b.as.ICVValue(h, icv.ID)
+		if err != nil {
+			b.warn("ICV %s (%s %v): %v", icv.Name, icv.Scope, owner, err)
+			return
+		}
+		var val any = v.Num
+		if v.IsString {
+			val = v.Str
+		}
+		b.r.ICVs = append(b.r.ICVs, ICV{Name: icv.Name, Scope: icv.Scope.String(), Owner: owner, Value: val})
+	}
+	all := b.as.EnumerateICVs()
+	for _, icv := range all {
+		if icv.Scope == ompd.ScopeAddressSpace {
+			add(icv, nil, b.as)
+		}
+	}
+	for i, h := range b.handles {
+		for _, icv := range all {
+			if icv.Scope == ompd.ScopeThread {
+				add(icv, b.ompTIDs[i], h)
+			}
+		}
+	}
+	for _, reg := range b.r.Regions {
+		for _, icv := range all {
+			if icv.Scope == ompd.ScopeParallel {
+				add(icv, reg.ID, b.regionH[reg.ID])
+			}
+		}
+	}
+	for _, t := range b.r.Tasks {
+		for _, icv := range all {
+			if icv.Scope == ompd.ScopeTask {
+				add(icv, t.ID, b.taskH[t.ID])
+			}
+		}
+	}
+}
+
+func (b *builder) controlVars() {
+	vars, err := b.as.DisplayControlVars()
+	if err != nil {
+		b.warn("display control variables: %v", err)
+		return
+	}
+	for _, v := range vars {
+		name, value, _ := strings.Cut(strings.TrimSpace(v), "=")
+		b.r.ControlVars = append(b.r.ControlVars, ControlVar{Name: name, Value: strings.Trim(value, "'")})
+	}
+}
+
+// normalize orders the report deterministically and replaces nil slices
+// with empty ones so the JSON has [] rather than null.
+func (r *Report) normalize() {
+	sort.SliceStable(r.Regions, func(i, j int) bool {
+		if r.Regions[i].Level != r.Regions[j].Level {
+			return r.Regions[i].Level < r.Regions[j].Level
+		}
+		return r.Regions[i].ID < r.Regions[j].ID
+	})
+	for i := range r.Regions {
+		if r.Regions[i].Serialized {
+			sort.Ints(r.Regions[i].Threads)
+		}
+	}
+	if r.Threads == nil {
+		r.Threads = []Thread{}
+	}
+	if r.Regions == nil {
+		r.Regions = []Region{}
+	}
+	if r.Tasks == nil {
+		r.Tasks = []Task{}
+	}
+	if r.ICVs == nil {
+		r.ICVs = []ICV{}
+	}
+	if r.ControlVars == nil {
+		r.ControlVars = []ControlVar{}
+	}
+	if r.Warnings == nil {
+		r.Warnings = []string{}
+	}
+	if r.Runtime.OMPDDLLLocations == nil {
+		r.Runtime.OMPDDLLLocations = []string{}
+	}
+}

@@ -1,0 +1,165 @@
+// Package inspect builds ompd-inspect's report of a target: it finds the
+// OpenMP runtime, serves the OMPD layer's callbacks from a target.Target,
+// and turns OMPD answers into the model that every view renders (text or
+// JSON).
+package inspect
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/elf"
+)
+
+// Callbacks serves ompd.Callbacks from a target. Symbol lookups are
+// cached; memory reads go through the target's per-stop cache.
+type Callbacks struct {
+	t       target.Target
+	runtime *target.Module
+
+	mu   sync.Mutex
+	syms map[string]symResult
+	tids map[uint64]*target.Thread // pthread (thread pointer) -> thread
+
+	tiOnce sync.Once
+	ti     *elf.TypeIndex
+	tiErr  error
+}
+
+type symResult struct {
+	addr uint64
+	err  error
+}
+
+// NewCallbacks returns callbacks over t; runtime is the module that holds
+// the OpenMP runtime (searched first for symbols), may be nil.
+func NewCallbacks(t target.Target, runtime *target.Module) *Callbacks {
+	c := &Callbacks{t: t, runtime: runtime, syms: make(map[string]symResult), tids: make(map[uint64]*target.Thread)}
+	threads := t.Threads()
+	for i := range threads {
+		c.tids[threads[i].ThreadPointer()] = &threads[i]
+	}
+	return c
+}
+
+// SymbolAddr implements ompd.Callbacks.
+func (c *Callbacks) SymbolAddr(name, fileHint string) (ompd.Address, error) {
+	c.mu.Lock()
+	r, ok := c.syms[name]
+	c.mu.Unlock()
+	if ok {
+		return r.addr, r.err
+	}
+	var s target.Symbol
+	var err error
+	if c.runtime != nil {
+		s, err = target.LookupSymbol(c.t, name, c.runtime)
+	}
+	if c.runtime == nil || err != nil {
+		s, err = target.LookupSymbol(c.t, name, nil)
+	}
+	if err == nil && s.TLS {
+		err = fmt.Errorf("symbol %s is thread-local", name)
+	}
+	r = symResult{addr: s.Addr, err: err}
+	c.mu.Lock()
+	c.syms[name] = r
+	c.mu.Unlock()
+	return r.addr, r.err
+}
+
+// ReadMemory implements ompd.Callbacks.
+func (c *Callbacks) ReadMemory(addr ompd.Address, buf []byte) error {
+	return c.t.ReadMemory(addr, buf)
+}
+
+// ReadString implements ompd.Callbacks: it reads in chunks that do not
+// cross a page, so a string near the end of a mapping reads correctly.
+func (c *Callbacks) ReadString(addr ompd.Address, max int) (string, error) {
+	var out []byte
+	for len(out) < max {
+		n := target.PageSize - int(addr%target.PageSize)
+		if n > 256 {
+			n = 256
+		}
+		if rest := max - len(out); n > rest {
+			n = rest
+		}
+		buf := make([]byte, n)
+		if err := c.t.ReadMemory(addr, buf); err != nil {
+			return "", err
+		}
+		if i := bytes.IndexByte(buf, 0); i >= 0 {
+			return string(append(out, buf[:i]...)), nil
+		}
+		out = append(out, buf...)
+		addr += uint64(n)
+	}
+	return "", fmt.Errorf("string at %#x has no terminating NUL within %d bytes", addr-uint64(len(out)), max)
+}
+
+// Sizes implements ompd.Callbacks for x86-64 (LP64).
+func (c *Callbacks) Sizes() (ompd.TypeSizes, error) {
+	return ompd.TypeSizes{Char: 1, Short: 2, Int: 4, Long: 8, LongLong: 8, Pointer: 8}, nil
+}
+
+// ThreadContext implements ompd.Callbacks: the context of a native thread
+// is its *target.Thread.
+func (c *Callbacks) ThreadContext(kind ompd.ThreadIDKind, id uint64) (ompd.ThreadContext, error) {
+	switch kind {
+	case ompd.ThreadIDPthread:
+		if t, ok := c.tids[id]; ok {
+			return t, nil
+		}
+		return nil, fmt.Errorf("no thread with pthread id %#x", id)
+	case ompd.ThreadIDLWP:
+		for _, t := range c.tids {
+			if uint64(t.TID) == id {
+				return t, nil
+			}
+		}
+		return nil, fmt.Errorf("no thread with LWP id %d", id)
+	}
+	return nil, fmt.Errorf("thread id kind %d not supported", kind)
+}
+
+// ThreadByPointer returns the target thread whose thread pointer (pthread
+// id) is tp.
+func (c *Callbacks) ThreadByPointer(tp uint64) (*target.Thread, bool) {
+	t, ok := c.tids[tp]
+	return t, ok
+}
+
+// typeIndex indexes the runtime's DWARF types once, on first use.
+func (c *Callbacks) typeIndex() (*elf.TypeIndex, error) {
+	c.tiOnce.Do(func() {
+		if c.runtime == nil || c.runtime.Image == nil {
+			c.tiErr = errors.New("no runtime module")
+			return
+		}
+		c.ti, c.tiErr = elf.NewTypeIndex(c.runtime.Image)
+	})
+	return c.ti, c.tiErr
+}
+
+// TypeSize implements ompd.TypeLayouts from the runtime's DWARF.
+func (c *Callbacks) TypeSize(typ string) (uint64, error) {
+	ti, err := c.typeIndex()
+	if err != nil {
+		return 0, err
+	}
+	return ti.Size(typ)
+}
+
+// FieldLayout implements ompd.TypeLayouts from the runtime's DWARF.
+func (c *Callbacks) FieldLayout(typ, field string) (uint64, uint64, error) {
+	ti, err := c.typeIndex()
+	if err != nil {
+		return 0, 0, err
+	}
+	return ti.Field(typ, field)
+}

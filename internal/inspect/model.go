@@ -1,0 +1,141 @@
+package inspect
+
+// Report is everything ompd-inspect knows about one stopped target. Every
+// view renders a part of it; --json prints it (or the part) as is. The
+// JSON names are the documented schema (docs/json-schema.md).
+type Report struct {
+	Target      TargetInfo   `json:"target"`
+	Runtime     Runtime      `json:"runtime"`
+	Threads     []Thread     `json:"threads"`
+	Regions     []Region     `json:"regions"`
+	Tasks       []Task       `json:"tasks"`
+	ICVs        []ICV        `json:"icvs"`
+	ControlVars []ControlVar `json:"control_vars"`
+	Warnings    []string     `json:"warnings"`
+}
+
+// TargetInfo says what was inspected.
+type TargetInfo struct {
+	Kind       string `json:"kind"` // "process" or "core"
+	PID        int    `json:"pid"`
+	Executable string `json:"executable"`
+	Core       string `json:"core,omitempty"`
+}
+
+// Runtime describes the OpenMP runtime found in the target.
+type Runtime struct {
+	Library          string   `json:"library"`
+	Version          string   `json:"version"`
+	OpenMPVersion    int      `json:"openmp_version"`
+	OMPDDLLLocations []string `json:"ompd_dll_locations"`
+	LayoutSource     string   `json:"layout_source"`
+	// TypeInfo is "dwarf" when the runtime's debug information supplied
+	// the layouts OMPD does not cover (construct locations, task deques),
+	// else empty.
+	TypeInfo      string `json:"type_info"`
+	StateTracking bool   `json:"state_tracking"`
+	// NeedsStateTracking names the report fields left empty because the
+	// program runs without state tracking, and Hint says how to turn it on.
+	NeedsStateTracking []string `json:"needs_state_tracking"`
+	Hint               string   `json:"hint,omitempty"`
+}
+
+// Thread is one OS thread of the target.
+type Thread struct {
+	OSTID     int     `json:"os_tid"`
+	GTID      *int    `json:"gtid"`       // null: not an OpenMP thread
+	ThreadNum *int    `json:"thread_num"` // number in the current team
+	State     *string `json:"state"`      // OpenMP state name; null without state tracking
+	WaitID    *uint64 `json:"wait_id"`
+	Region    *string `json:"region"` // id of the innermost parallel region (level >= 1)
+	Task      *string `json:"task"`   // id of the current task
+	// Location is where the thread's current task comes from: the task
+	// construct of an explicit task, or the parallel construct.
+	Location string `json:"location,omitempty"`
+	Function string `json:"function,omitempty"`
+}
+
+// Region is one parallel region (a team, or a serialized region).
+type Region struct {
+	ID          string  `json:"id"`
+	Parent      *string `json:"parent"`
+	Level       int     `json:"level"` // 1 for the outermost parallel region
+	ActiveLevel int     `json:"active_level"`
+	TeamSize    int     `json:"team_size"`
+	Serialized  bool    `json:"serialized"`
+	Function    string  `json:"function"`
+	EntryAddr   string  `json:"entry_addr"`
+	Location    string  `json:"location"`
+	Threads     []int   `json:"threads"` // os_tids, in thread-number order
+}
+
+// Task is one task: the current task of a thread, an ancestor of one, or
+// an explicit task still queued.
+type Task struct {
+	ID       string   `json:"id"`
+	Kind     string   `json:"kind"` // "implicit" or "explicit"
+	Function string   `json:"function"`
+	Location string   `json:"location"`
+	Parent   *string  `json:"parent"`
+	Region   *string  `json:"region"`
+	Thread   *int     `json:"thread"` // os_tid running it; null when queued or suspended
+	Status   string   `json:"status"` // "running", "suspended" or "queued"
+	Flags    []string `json:"flags"`  // final, untied, undeferred
+	// Frames are the OMPT exit/enter frame addresses; null without state
+	// tracking.
+	ExitFrame  *string `json:"exit_frame"`
+	EnterFrame *string `json:"enter_frame"`
+}
+
+// ICV is one internal control variable's value at one scope.
+type ICV struct {
+	Name  string `json:"name"`
+	Scope string `json:"scope"`
+	// Owner is the os_tid (thread scope), region id (parallel) or task id
+	// (task); null at address_space scope.
+	Owner any `json:"owner"`
+	// Value is a number, or a string for string ICVs and list ICVs with
+	// more than one element.
+	Value any `json:"value"`
+}
+
+// ControlVar is one of the runtime's display control variables.
+type ControlVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// ThreadICVs returns the ICVs that apply to the OS thread tid: the address
+// space's, the thread's own, its innermost region's and its current
+// task's. ok is false when tid is not a thread of the report.
+func (r *Report) ThreadICVs(tid int) (icvs []ICV, ok bool) {
+	var th *Thread
+	for i := range r.Threads {
+		if r.Threads[i].OSTID == tid {
+			th = &r.Threads[i]
+		}
+	}
+	if th == nil {
+		return nil, false
+	}
+	icvs = []ICV{}
+	for _, v := range r.ICVs {
+		switch v.Scope {
+		case "address_space":
+			icvs = append(icvs, v)
+		case "thread":
+			if v.Owner == tid {
+				icvs = append(icvs, v)
+			}
+		case "parallel":
+			if th.Region != nil && v.Owner == *th.Region {
+				icvs = append(icvs, v)
+			}
+		case "task":
+			if th.Task != nil && v.Owner == *th.Task {
+				icvs = append(icvs, v)
+			}
+		}
+	}
+	return icvs, true
+}

@@ -1,0 +1,244 @@
+// Package render prints an inspect.Report for people: the summary and the
+// threads, regions, tasks, icvs and env views. JSON output needs no code
+// here: the report's own field tags are the schema.
+package render
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+)
+
+func header(w io.Writer, r *inspect.Report) {
+	t := r.Target
+	what := fmt.Sprintf("process %d", t.PID)
+	if t.Kind == "core" {
+		what = fmt.Sprintf("core %s (process %d)", t.Core, t.PID)
+	}
+	fmt.Fprintf(w, "%s  %s\n", what, t.Executable)
+	rt := r.Runtime
+	tracking := "on"
+	if !rt.StateTracking {
+		tracking = "off (start with OMP_DEBUG=enabled for states, wait ids and task frames)"
+	}
+	fmt.Fprintf(w, "runtime   %s  (%s)\n", rt.Library, rt.Version)
+	fmt.Fprintf(w, "tracking  %s\n", tracking)
+}
+
+func countOpenMP(r *inspect.Report) int {
+	n := 0
+	for _, t := range r.Threads {
+		if t.GTID != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func warnings(w io.Writer, r *inspect.Report) {
+	if len(r.Warnings) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nwarnings:\n")
+	for _, s := range r.Warnings {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func stateOf(t inspect.Thread) string {
+	switch {
+	case t.GTID == nil:
+		return "(not an OpenMP thread)"
+	case t.State == nil:
+		return "(state not tracked)"
+	}
+	return *t.State
+}
+
+func tids(ts []int) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = fmt.Sprint(t)
+	}
+	return strings.Join(s, " ")
+}
+
+// Summary prints what a person diagnosing a hang reads first: the
+// runtime, counts, threads grouped by state and location, and the region
+// tree.
+func Summary(w io.Writer, r *inspect.Report) {
+	header(w, r)
+	queued := 0
+	for _, t := range r.Tasks {
+		if t.Status == "queued" {
+			queued++
+		}
+	}
+	fmt.Fprintf(w, "counts    %d threads (%d OpenMP), %d parallel regions, %d tasks (%d queued)\n",
+		len(r.Threads), countOpenMP(r), len(r.Regions), len(r.Tasks), queued)
+
+	type group struct {
+		state, where string
+		tids         []int
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, t := range r.Threads {
+		where := "-"
+		if t.Location != "" || t.Function != "" {
+			where = strings.TrimSpace(orDash(t.Location) + " " + t.Function)
+		}
+		key := stateOf(t) + "\x00" + where
+		g := byKey[key]
+		if g == nil {
+			g = &group{state: stateOf(t), where: where}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		g.tids = append(g.tids, t.OSTID)
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return len(groups[i].tids) > len(groups[j].tids) })
+	fmt.Fprintf(w, "\nthreads by state and location:\n")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, g := range groups {
+		fmt.Fprintf(tw, "  %d\t%s\t%s\ttids %s\n", len(g.tids), g.state, g.where, tids(g.tids))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nparallel regions:\n")
+	regionTree(w, r)
+	warnings(w, r)
+}
+
+func regionTree(w io.Writer, r *inspect.Report) {
+	if len(r.Regions) == 0 {
+		fmt.Fprintf(w, "  (no thread is in a parallel region)\n")
+		return
+	}
+	children := map[string][]inspect.Region{}
+	var roots []inspect.Region
+	ids := map[string]bool{}
+	for _, reg := range r.Regions {
+		ids[reg.ID] = true
+	}
+	for _, reg := range r.Regions {
+		if reg.Parent == nil || !ids[*reg.Parent] {
+			roots = append(roots, reg)
+		} else {
+			children[*reg.Parent] = append(children[*reg.Parent], reg)
+		}
+	}
+	var walk func(reg inspect.Region, indent string)
+	walk = func(reg inspect.Region, indent string) {
+		kind := fmt.Sprintf("team of %d", reg.TeamSize)
+		if reg.Serialized {
+			kind = "serialized"
+		}
+		fmt.Fprintf(w, "%s- level %d  %s  %s  %s  [%s]  threads %s\n", indent, reg.Level, kind,
+			orDash(reg.Location), orDash(reg.Function), reg.ID, tids(reg.Threads))
+		for _, c := range children[reg.ID] {
+			walk(c, indent+"    ")
+		}
+	}
+	for _, reg := range roots {
+		walk(reg, "  ")
+	}
+}
+
+// Threads prints one line per OS thread.
+func Threads(w io.Writer, r *inspect.Report) {
+	header(w, r)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "OS TID\tGTID\tNUM\tSTATE\tWAIT ID\tREGION\tTASK\tLOCATION\tFUNCTION\n")
+	for _, t := range r.Threads {
+		gtid, num, wait := "-", "-", "-"
+		if t.GTID != nil {
+			gtid = fmt.Sprint(*t.GTID)
+		}
+		if t.ThreadNum != nil {
+			num = fmt.Sprint(*t.ThreadNum)
+		}
+		if t.WaitID != nil {
+			wait = fmt.Sprintf("%#x", *t.WaitID)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.OSTID, gtid, num, stateOf(t), wait,
+			deref(t.Region), deref(t.Task), orDash(t.Location), orDash(t.Function))
+	}
+	tw.Flush()
+	warnings(w, r)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
+}
+
+// Regions prints the region tree.
+func Regions(w io.Writer, r *inspect.Report) {
+	header(w, r)
+	fmt.Fprintln(w)
+	regionTree(w, r)
+	warnings(w, r)
+}
+
+// Tasks prints the tasks: running, their ancestry, and queued ones.
+func Tasks(w io.Writer, r *inspect.Report) {
+	header(w, r)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "TASK\tKIND\tSTATUS\tTHREAD\tPARENT\tREGION\tFLAGS\tLOCATION\tFUNCTION\n")
+	for _, t := range r.Tasks {
+		thread := "-"
+		if t.Thread != nil {
+			thread = fmt.Sprint(*t.Thread)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, t.Status, thread,
+			deref(t.Parent), deref(t.Region), orDash(strings.Join(t.Flags, ",")), orDash(t.Location), orDash(t.Function))
+	}
+	tw.Flush()
+	warnings(w, r)
+}
+
+// ICVs prints the ICVs; when tid is not 0, only those of that thread (its
+// thread-scope ICVs, its current region's and current task's) and the
+// address space's.
+func ICVs(w io.Writer, r *inspect.Report, icvs []inspect.ICV) {
+	header(w, r)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "ICV\tSCOPE\tOWNER\tVALUE\n")
+	for _, v := range icvs {
+		owner := "-"
+		if v.Owner != nil {
+			owner = fmt.Sprint(v.Owner)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", v.Name, v.Scope, owner, v.Value)
+	}
+	tw.Flush()
+	warnings(w, r)
+}
+
+// Env prints the runtime's display control variables.
+func Env(w io.Writer, r *inspect.Report) {
+	header(w, r)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, v := range r.ControlVars {
+		fmt.Fprintf(tw, "%s\t%s\n", v.Name, v.Value)
+	}
+	tw.Flush()
+	warnings(w, r)
+}

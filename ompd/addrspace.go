@@ -1,0 +1,264 @@
+package ompd
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// MaxThreads bounds the runtime's thread table: a __kmp_threads_capacity
+// above it is treated as corrupt rather than walked.
+const MaxThreads = 1 << 16
+
+// AddressSpace is the OMPD address space handle of one OpenMP process
+// (ompd_address_space_handle_t).
+type AddressSpace struct {
+	cb    Callbacks
+	mem   *memory
+	sizes TypeSizes
+	state uint64 // ompd_state: nonzero when OMP_DEBUG=enabled turned tracking on
+
+	once      sync.Once
+	threads   []*Thread // every OpenMP thread, by gtid
+	byPthread map[uint64]*Thread
+	walkErr   error
+
+}
+
+// ProcessInitialize creates the address space handle of a process whose
+// OpenMP runtime is reachable through cb (ompd_process_initialize).
+// runtimeHint names the module that holds the runtime; it is passed back
+// to cb.SymbolAddr.
+//
+// It fails with RCIncompatible when the runtime has no OMPD support or its
+// layout symbols are missing (a stripped runtime), and with RCUnavailable
+// when the runtime has not initialized yet.
+func ProcessInitialize(cb Callbacks, runtimeHint string) (*AddressSpace, error) {
+	const op = "ompd_process_initialize"
+	sizes, err := cb.Sizes()
+	if err != nil {
+		return nil, fail(op, RCCallbackError, err)
+	}
+	if sizes.Pointer != 8 && sizes.Pointer != 4 {
+		return nil, fail(op, RCUnsupported, fmt.Errorf("pointer size %d", sizes.Pointer))
+	}
+	lay := newLayout(cb, runtimeHint)
+	as := &AddressSpace{cb: cb, sizes: sizes, mem: &memory{cb: cb, lay: lay, ptr: sizes.Pointer}}
+	st, err := lay.value("ompd_state")
+	if err != nil {
+		return nil, fail(op, RCIncompatible, err)
+	}
+	as.state = st
+	ki, err := lay.sizeof("kmp_info_t")
+	if err != nil {
+		return nil, fail(op, RCIncompatible, err)
+	}
+	if ki == 0 {
+		return nil, fail(op, RCUnavailable, errors.New("the OpenMP runtime has not initialized its OMPD support yet"))
+	}
+	return as, nil
+}
+
+// StateTracking reports whether the runtime tracks thread states, task
+// frames and ids (it does when the program was started with
+// OMP_DEBUG=enabled).
+func (as *AddressSpace) StateTracking() bool { return as.state != 0 }
+
+// Sizes returns the target's primitive type sizes.
+func (as *AddressSpace) Sizes() TypeSizes { return as.sizes }
+
+// OMPVersion returns the OpenMP version the runtime implements, e.g. 201611
+// for 5.0 (ompd_get_omp_version).
+func (as *AddressSpace) OMPVersion() (int, error) {
+	v, err := as.mem.globalSized("__kmp_openmp_version", uint64(as.sizes.Int))
+	if err != nil {
+		return 0, fail("ompd_get_omp_version", RCError, err)
+	}
+	return int(v), nil
+}
+
+// OMPVersionString returns OMPVersion as a decimal string
+// (ompd_get_omp_version_string).
+func (as *AddressSpace) OMPVersionString() (string, error) {
+	v, err := as.OMPVersion()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprint(v), nil
+}
+
+// DLLLocations returns the names the runtime gives in ompd_dll_locations
+// (where its own OMPD library is).
+func (as *AddressSpace) DLLLocations() ([]string, error) {
+	addr, err := as.cb.SymbolAddr("ompd_dll_locations", as.mem.lay.hint)
+	if err != nil {
+		return nil, err
+	}
+	arr, err := as.mem.pointer(addr)
+	if err != nil {
+		return nil, fmt.Errorf("reading ompd_dll_locations: %w", err)
+	}
+	if arr == 0 {
+		return nil, nil
+	}
+	var out []string
+	for i := 0; i < 64; i++ {
+		p, err := as.mem.pointer(arr + uint64(i*as.sizes.Pointer))
+		if err != nil {
+			return out, fmt.Errorf("reading ompd_dll_locations[%d]: %w", i, err)
+		}
+		if p == 0 {
+			return out, nil
+		}
+		s, err := as.cb.ReadString(p, maxString)
+		if err != nil {
+			return out, fmt.Errorf("reading ompd_dll_locations[%d]: %w", i, err)
+		}
+		out = append(out, s)
+	}
+	return out, errors.New("ompd_dll_locations: no terminating NULL within 64 entries")
+}
+
+// DisplayControlVars returns the runtime's display control variables as
+// NAME=VALUE strings (ompd_get_display_control_vars).
+func (as *AddressSpace) DisplayControlVars() ([]string, error) {
+	const op = "ompd_get_display_control_vars"
+	addr, err := as.cb.SymbolAddr("ompd_env_block", as.mem.lay.hint)
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	block, err := as.mem.pointer(addr)
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	sizeAddr, err := as.cb.SymbolAddr("ompd_env_block_size", as.mem.lay.hint)
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	size, err := as.mem.uint(sizeAddr, 8)
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	if block == 0 || size == 0 {
+		return nil, fail(op, RCUnavailable, errors.New("the runtime has not filled in ompd_env_block"))
+	}
+	if size > 1<<20 {
+		return nil, fail(op, RCError, fmt.Errorf("ompd_env_block_size %d is larger than 1 MiB", size))
+	}
+	buf := make([]byte, size)
+	if err := as.cb.ReadMemory(block, buf); err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(buf), "\n") {
+		line = strings.TrimRight(line, "\x00")
+		if line != "" {
+			out = append(out, line)
+		}
+	}
+	return out, nil
+}
+
+// walkThreads reads the runtime's thread table once.
+func (as *AddressSpace) walkThreads() error {
+	as.once.Do(func() {
+		as.byPthread = make(map[uint64]*Thread)
+		capAddr, err := as.cb.SymbolAddr("__kmp_threads_capacity", as.mem.lay.hint)
+		if err != nil {
+			as.walkErr = err
+			return
+		}
+		capacity, err := as.mem.int(capAddr, uint64(as.sizes.Int))
+		if err != nil {
+			as.walkErr = fmt.Errorf("reading __kmp_threads_capacity: %w", err)
+			return
+		}
+		if capacity < 0 || capacity > MaxThreads {
+			as.walkErr = fmt.Errorf("__kmp_threads_capacity is %d, outside 0..%d: the runtime's thread table looks corrupt", capacity, MaxThreads)
+			return
+		}
+		tabAddr, err := as.cb.SymbolAddr("__kmp_threads", as.mem.lay.hint)
+		if err != nil {
+			as.walkErr = err
+			return
+		}
+		tab, err := as.mem.pointer(tabAddr)
+		if err != nil {
+			as.walkErr = fmt.Errorf("reading __kmp_threads: %w", err)
+			return
+		}
+		if tab == 0 {
+			return
+		}
+		ps := uint64(as.sizes.Pointer)
+		entries := make([]byte, uint64(capacity)*ps)
+		if err := as.cb.ReadMemory(tab, entries); err != nil {
+			as.walkErr = fmt.Errorf("reading __kmp_threads[0..%d] at %#x: %w", capacity, tab, err)
+			return
+		}
+		thOff, err := as.mem.lay.offset("kmp_info_t", "th")
+		if err != nil {
+			as.walkErr = err
+			return
+		}
+		for gtid := 0; gtid < int(capacity); gtid++ {
+			info := leUint(entries[uint64(gtid)*ps:], ps)
+			if info == 0 {
+				continue
+			}
+			t := &Thread{as: as, th: info + thOff, gtid: gtid}
+			pt, err := t.pthread()
+			if err != nil {
+				as.walkErr = fmt.Errorf("reading thread of gtid %d: %w", gtid, err)
+				return
+			}
+			t.pthreadID = pt
+			as.threads = append(as.threads, t)
+			as.byPthread[pt] = t
+		}
+	})
+	return as.walkErr
+}
+
+func leUint(b []byte, n uint64) uint64 {
+	var v uint64
+	for i := uint64(0); i < n; i++ {
+		v |= uint64(b[i]) << (8 * i)
+	}
+	return v
+}
+
+// Threads returns a handle for every thread the runtime knows, in gtid
+// order. It is not an OMPD 5.1 call; debuggers otherwise ask per native
+// thread with ThreadHandle.
+func (as *AddressSpace) Threads() ([]*Thread, error) {
+	if err := as.walkThreads(); err != nil {
+		return nil, fail("enumerating OpenMP threads", RCError, err)
+	}
+	return as.threads, nil
+}
+
+// ThreadHandle returns the OpenMP thread handle of a native thread
+// (ompd_get_thread_handle). Only ThreadIDPthread ids are understood; a
+// native thread that is not an OpenMP thread gives ErrUnavailable.
+func (as *AddressSpace) ThreadHandle(kind ThreadIDKind, id uint64) (*Thread, error) {
+	const op = "ompd_get_thread_handle"
+	if kind != ThreadIDPthread {
+		return nil, fail(op, RCUnsupported, fmt.Errorf("thread id kind %d", kind))
+	}
+	if err := as.walkThreads(); err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	t, ok := as.byPthread[id]
+	if !ok {
+		return nil, fail(op, RCUnavailable, fmt.Errorf("pthread %#x is not an OpenMP thread", id))
+	}
+	ctx, err := as.cb.ThreadContext(kind, id)
+	if err != nil {
+		return nil, fail(op, RCCallbackError, err)
+	}
+	c := *t
+	c.ctx = ctx
+	return &c, nil
+}

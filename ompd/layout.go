@@ -1,0 +1,188 @@
+package ompd
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+)
+
+// layout reads the runtime's OMPD layout symbols: ompd_sizeof__T,
+// ompd_sizeof__T__F, ompd_access__T__F and ompd_bitfield__T__F, each a
+// 64-bit variable the runtime fills in at start-up. Values are read once
+// and kept for the life of the address space handle.
+type layout struct {
+	cb   Callbacks
+	hint string
+	mu   sync.Mutex
+	vals map[string]uint64
+}
+
+func newLayout(cb Callbacks, hint string) *layout {
+	return &layout{cb: cb, hint: hint, vals: make(map[string]uint64)}
+}
+
+// value returns the 64-bit value stored at the symbol name.
+func (l *layout) value(name string) (uint64, error) {
+	l.mu.Lock()
+	v, ok := l.vals[name]
+	l.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	addr, err := l.cb.SymbolAddr(name, l.hint)
+	if err != nil {
+		return 0, fmt.Errorf("layout symbol %s: %w", name, err)
+	}
+	var b [8]byte
+	if err := l.cb.ReadMemory(addr, b[:]); err != nil {
+		return 0, fmt.Errorf("reading layout symbol %s at %#x: %w", name, addr, err)
+	}
+	v = binary.LittleEndian.Uint64(b[:])
+	l.mu.Lock()
+	l.vals[name] = v
+	l.mu.Unlock()
+	return v, nil
+}
+
+// sizeof is the size of type typ (ompd_sizeof__typ).
+func (l *layout) sizeof(typ string) (uint64, error) { return l.value("ompd_sizeof__" + typ) }
+
+// offset is the offset of field in typ (ompd_access__typ__field).
+func (l *layout) offset(typ, field string) (uint64, error) {
+	return l.value("ompd_access__" + typ + "__" + field)
+}
+
+// fieldSize is the size of field in typ (ompd_sizeof__typ__field).
+func (l *layout) fieldSize(typ, field string) (uint64, error) {
+	return l.value("ompd_sizeof__" + typ + "__" + field)
+}
+
+// mask is the bit mask of bitfield field in typ (ompd_bitfield__typ__field).
+func (l *layout) mask(typ, field string) (uint64, error) {
+	return l.value("ompd_bitfield__" + typ + "__" + field)
+}
+
+// memory reads typed values from the target on behalf of an address
+// space handle.
+type memory struct {
+	cb  Callbacks
+	lay *layout
+	ptr int // pointer size
+}
+
+// uint reads an unsigned little-endian integer of size bytes.
+func (m *memory) uint(addr Address, size uint64) (uint64, error) {
+	if size == 0 || size > 8 {
+		return 0, fmt.Errorf("reading %d-byte integer at %#x: unsupported size", size, addr)
+	}
+	var b [8]byte
+	if err := m.cb.ReadMemory(addr, b[:size]); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+// int reads a signed little-endian integer of size bytes.
+func (m *memory) int(addr Address, size uint64) (int64, error) {
+	u, err := m.uint(addr, size)
+	if err != nil {
+		return 0, err
+	}
+	shift := 64 - 8*size
+	return int64(u<<shift) >> shift, nil
+}
+
+// pointer reads a pointer.
+func (m *memory) pointer(addr Address) (Address, error) { return m.uint(addr, uint64(m.ptr)) }
+
+// field returns the address of field in the typ object at base.
+func (m *memory) field(base Address, typ, field string) (Address, error) {
+	off, err := m.lay.offset(typ, field)
+	if err != nil {
+		return 0, err
+	}
+	return base + off, nil
+}
+
+// readField reads field (of its own size) of the typ object at base as an
+// unsigned value.
+func (m *memory) readField(base Address, typ, field string) (uint64, error) {
+	addr, err := m.field(base, typ, field)
+	if err != nil {
+		return 0, err
+	}
+	size, err := m.lay.fieldSize(typ, field)
+	if err != nil {
+		return 0, err
+	}
+	v, err := m.uint(addr, size)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s.%s at %#x: %w", typ, field, addr, err)
+	}
+	return v, nil
+}
+
+// readFieldInt reads field of the typ object at base, sign-extended.
+func (m *memory) readFieldInt(base Address, typ, field string) (int64, error) {
+	addr, err := m.field(base, typ, field)
+	if err != nil {
+		return 0, err
+	}
+	size, err := m.lay.fieldSize(typ, field)
+	if err != nil {
+		return 0, err
+	}
+	v, err := m.int(addr, size)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s.%s at %#x: %w", typ, field, addr, err)
+	}
+	return v, nil
+}
+
+// globalValue reads the global variable name with the size the runtime
+// recorded in ompd_sizeof__name.
+func (m *memory) globalValue(name string) (int64, error) {
+	size, err := m.lay.sizeof(name)
+	if err != nil {
+		return 0, err
+	}
+	return m.globalSized(name, size)
+}
+
+// globalSized reads the global variable name as a signed integer of size
+// bytes.
+func (m *memory) globalSized(name string, size uint64) (int64, error) {
+	addr, err := m.cb.SymbolAddr(name, m.lay.hint)
+	if err != nil {
+		return 0, err
+	}
+	v, err := m.int(addr, size)
+	if err != nil {
+		return 0, fmt.Errorf("reading %s at %#x: %w", name, addr, err)
+	}
+	return v, nil
+}
+
+// globalString reads the string a global char* variable points to; a NULL
+// pointer reads as the empty string.
+func (m *memory) globalString(name string) (string, error) {
+	addr, err := m.cb.SymbolAddr(name, m.lay.hint)
+	if err != nil {
+		return "", err
+	}
+	p, err := m.pointer(addr)
+	if err != nil {
+		return "", fmt.Errorf("reading %s at %#x: %w", name, addr, err)
+	}
+	if p == 0 {
+		return "", nil
+	}
+	s, err := m.cb.ReadString(p, maxString)
+	if err != nil {
+		return "", fmt.Errorf("reading string %s at %#x: %w", name, p, err)
+	}
+	return s, nil
+}
+
+// maxString bounds every string read from the target.
+const maxString = 4096

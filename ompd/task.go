@@ -1,0 +1,242 @@
+package ompd
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Task is an OMPD task handle (ompd_task_handle_t): a task's
+// kmp_taskdata_t and, for the implicit task of a serialized region, the
+// runtime's light-weight team record.
+type Task struct {
+	as  *AddressSpace
+	td  Address // kmp_taskdata_t
+	lwt Address // ompt_lw_taskteam_t, or 0
+}
+
+// Addr identifies the task: the light-weight record of a serialized
+// region's implicit task, else the kmp_taskdata_t.
+func (k *Task) Addr() Address {
+	if k.lwt != 0 {
+		return k.lwt
+	}
+	return k.td
+}
+
+// TaskData is the address of the task's kmp_taskdata_t.
+func (k *Task) TaskData() Address { return k.td }
+
+// Compare orders task handles: 0 when both name the same task
+// (ompd_task_handle_compare).
+func (k *Task) Compare(o *Task) int {
+	if c := cmpAddr(k.td, o.td); c != 0 {
+		return c
+	}
+	return cmpAddr(k.lwt, o.lwt)
+}
+
+// Generating returns the task that created k (ompd_get_generating_task_handle).
+func (k *Task) Generating() (*Task, error) {
+	const op = "ompd_get_generating_task_handle"
+	m := k.as.mem
+	if k.lwt != 0 {
+		parent, err := m.readField(k.lwt, "ompt_lw_taskteam_t", "parent")
+		if err != nil {
+			return nil, fail(op, RCError, err)
+		}
+		if parent != 0 {
+			return &Task{as: k.as, td: k.td, lwt: parent}, nil
+		}
+	}
+	parent, err := m.readField(k.td, "kmp_taskdata_t", "td_parent")
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	if parent == 0 {
+		return nil, fail(op, RCUnavailable, fmt.Errorf("task at %#x has no parent", k.td))
+	}
+	return k.as.taskOf(op, parent)
+}
+
+// Scheduling returns the task that was running when the runtime scheduled
+// k (ompd_get_scheduling_task_handle). The runtime records it only with
+// state tracking on; otherwise, or when none is recorded, ErrUnavailable.
+func (k *Task) Scheduling() (*Task, error) {
+	const op = "ompd_get_scheduling_task_handle"
+	m := k.as.mem
+	info, err := m.field(k.td, "kmp_taskdata_t", "ompt_task_info")
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	sp, err := m.readField(info, "ompt_task_info_t", "scheduling_parent")
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	if sp == 0 {
+		return nil, fail(op, RCUnavailable, nil)
+	}
+	return &Task{as: k.as, td: sp}, nil
+}
+
+// Parallel returns the parallel region the task belongs to
+// (ompd_get_task_parallel_handle).
+func (k *Task) Parallel() (*Parallel, error) {
+	const op = "ompd_get_task_parallel_handle"
+	m := k.as.mem
+	teamPtr, err := m.readField(k.td, "kmp_taskdata_t", "td_team")
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	if teamPtr == 0 {
+		return nil, fail(op, RCUnavailable, fmt.Errorf("task at %#x has no team", k.td))
+	}
+	team, err := m.field(teamPtr, "kmp_team_p", "t")
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	return &Parallel{as: k.as, team: team, lwt: k.lwt}, nil
+}
+
+// Flags are the runtime's task flags that OMPD exposes.
+type Flags struct {
+	Explicit   bool // tasktype: an explicit task (not the implicit task of a region)
+	Final      bool
+	Untied     bool // tiedness 0
+	Serial     bool // task_serial: executed immediately, undeferred
+	Started    bool
+	Executing  bool
+	Complete   bool
+	Freed      bool
+	Native     bool
+	TeamSerial bool
+}
+
+// Flags reads the task's flags (td_flags), decoded with the runtime's
+// ompd_bitfield__kmp_tasking_flags_t__* masks.
+func (k *Task) Flags() (Flags, error) {
+	m := k.as.mem
+	addr, err := m.field(k.td, "kmp_taskdata_t", "td_flags")
+	if err != nil {
+		return Flags{}, err
+	}
+	size, err := m.lay.sizeof("kmp_tasking_flags_t")
+	if err != nil {
+		return Flags{}, err
+	}
+	if size > 8 {
+		size = 8
+	}
+	raw, err := m.uint(addr, size)
+	if err != nil {
+		return Flags{}, fmt.Errorf("reading flags of task at %#x: %w", k.td, err)
+	}
+	var f Flags
+	var ferr error
+	bit := func(name string) bool {
+		mask, err := m.lay.mask("kmp_tasking_flags_t", name)
+		if err != nil {
+			ferr = errors.Join(ferr, err)
+			return false
+		}
+		return raw&mask != 0
+	}
+	f.Explicit = bit("tasktype")
+	f.Final = bit("final")
+	f.Untied = !bit("tiedness")
+	f.Serial = bit("task_serial")
+	f.TeamSerial = bit("team_serial")
+	f.Started = bit("started")
+	f.Executing = bit("executing")
+	f.Complete = bit("complete")
+	f.Freed = bit("freed")
+	f.Native = bit("native")
+	return f, ferr
+}
+
+// Implicit reports whether k is an implicit task.
+func (k *Task) Implicit() (bool, error) {
+	f, err := k.Flags()
+	return !f.Explicit, err
+}
+
+// Frame returns the task's exit and enter frame addresses
+// (ompd_get_task_frame). It needs state tracking.
+func (k *Task) Frame() (exit, enter Address, err error) {
+	const op = "ompd_get_task_frame"
+	if !k.as.StateTracking() {
+		return 0, 0, fail(op, RCNeedsStateTracking, nil)
+	}
+	m := k.as.mem
+	var info Address
+	if k.lwt != 0 {
+		info, err = m.field(k.lwt, "ompt_lw_taskteam_t", "ompt_task_info")
+	} else {
+		info, err = m.field(k.td, "kmp_taskdata_t", "ompt_task_info")
+	}
+	if err != nil {
+		return 0, 0, fail(op, RCError, err)
+	}
+	frame, err := m.field(info, "ompt_task_info_t", "frame")
+	if err != nil {
+		return 0, 0, fail(op, RCError, err)
+	}
+	if enter, err = m.readField(frame, "ompt_frame_t", "enter_frame"); err != nil {
+		return 0, 0, fail(op, RCError, err)
+	}
+	if exit, err = m.readField(frame, "ompt_frame_t", "exit_frame"); err != nil {
+		return 0, 0, fail(op, RCError, err)
+	}
+	return exit, enter, nil
+}
+
+// Function returns the entry point of the code the task runs
+// (ompd_get_task_function): the task routine of an explicit task, the
+// outlined function of the region for an implicit task.
+//
+// Unlike LLVM's library this does not need state tracking: the routine
+// and the team's entry point are kept by the runtime either way.
+func (k *Task) Function() (Address, error) {
+	const op = "ompd_get_task_function"
+	f, err := k.Flags()
+	if err != nil {
+		return 0, fail(op, RCError, err)
+	}
+	m := k.as.mem
+	if f.Explicit {
+		tdSize, err := m.lay.sizeof("kmp_taskdata_t")
+		if err != nil {
+			return 0, fail(op, RCError, err)
+		}
+		v, err := m.readField(k.td+tdSize, "kmp_task_t", "routine")
+		if err != nil {
+			return 0, fail(op, RCError, err)
+		}
+		return v, nil
+	}
+	p, err := k.Parallel()
+	if err != nil {
+		return 0, fail(op, RCError, err)
+	}
+	return p.Function()
+}
+
+// ToolData returns the OMPT task_data of the task (ompd_get_tool_data at
+// task scope).
+func (k *Task) ToolData() (uint64, Address, error) {
+	m := k.as.mem
+	var info Address
+	var err error
+	if k.lwt != 0 {
+		info, err = m.field(k.lwt, "ompt_lw_taskteam_t", "ompt_task_info")
+	} else {
+		info, err = m.field(k.td, "kmp_taskdata_t", "ompt_task_info")
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	data, err := m.field(info, "ompt_task_info_t", "task_data")
+	if err != nil {
+		return 0, 0, err
+	}
+	return toolData(m, data)
+}

@@ -1,0 +1,206 @@
+package ompd
+
+import "fmt"
+
+// Thread is an OMPD thread handle (ompd_thread_handle_t): one OpenMP
+// thread, identified by its kmp_base_info_t in the runtime.
+type Thread struct {
+	as        *AddressSpace
+	th        Address // the thread's kmp_base_info_t
+	gtid      int     // index in __kmp_threads; -1 when reached through a team
+	pthreadID uint64
+	ctx       ThreadContext
+}
+
+// AddressSpace returns the handle's address space.
+func (t *Thread) AddressSpace() *AddressSpace { return t.as }
+
+// Addr is the address of the thread's runtime descriptor; it identifies
+// the thread for as long as the runtime keeps it.
+func (t *Thread) Addr() Address { return t.th }
+
+// GTID is the runtime's global thread id (the index in __kmp_threads), or
+// -1 when unknown.
+func (t *Thread) GTID() int { return t.gtid }
+
+// Context returns the debugger's thread context given to ThreadHandle, nil
+// for handles obtained otherwise.
+func (t *Thread) Context() ThreadContext { return t.ctx }
+
+func (t *Thread) pthread() (uint64, error) {
+	m := t.as.mem
+	info, err := m.field(t.th, "kmp_base_info_t", "th_info")
+	if err != nil {
+		return 0, err
+	}
+	ds, err := m.field(info, "kmp_desc_t", "ds")
+	if err != nil {
+		return 0, err
+	}
+	return m.readField(ds, "kmp_desc_base_t", "ds_thread")
+}
+
+// ID returns the native id of the thread (ompd_get_thread_id); only
+// ThreadIDPthread is supported.
+func (t *Thread) ID(kind ThreadIDKind) (uint64, error) {
+	if kind != ThreadIDPthread {
+		return 0, fail("ompd_get_thread_id", RCUnsupported, fmt.Errorf("thread id kind %d", kind))
+	}
+	if t.pthreadID != 0 {
+		return t.pthreadID, nil
+	}
+	v, err := t.pthread()
+	if err != nil {
+		return 0, fail("ompd_get_thread_id", RCError, err)
+	}
+	return v, nil
+}
+
+// Compare orders thread handles: 0 when both name the same thread
+// (ompd_thread_handle_compare).
+func (t *Thread) Compare(o *Thread) int { return cmpAddr(t.th, o.th) }
+
+func cmpAddr(a, b Address) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ThreadNum returns the thread's number in its current team (the
+// thread-num-var ICV, ds_tid).
+func (t *Thread) ThreadNum() (int, error) {
+	m := t.as.mem
+	info, err := m.field(t.th, "kmp_base_info_t", "th_info")
+	if err != nil {
+		return 0, err
+	}
+	ds, err := m.field(info, "kmp_desc_t", "ds")
+	if err != nil {
+		return 0, err
+	}
+	v, err := m.readFieldInt(ds, "kmp_desc_base_t", "ds_tid")
+	if err != nil {
+		return 0, fmt.Errorf("reading thread number: %w", err)
+	}
+	return int(v), nil
+}
+
+// State returns the thread's OMPT state and wait id (ompd_get_state). It
+// needs state tracking.
+func (t *Thread) State() (State, uint64, error) {
+	const op = "ompd_get_state"
+	if !t.as.StateTracking() {
+		return 0, 0, fail(op, RCNeedsStateTracking, nil)
+	}
+	m := t.as.mem
+	info, err := m.field(t.th, "kmp_base_info_t", "ompt_thread_info")
+	if err != nil {
+		return 0, 0, fail(op, RCError, err)
+	}
+	st, err := m.readField(info, "ompt_thread_info_t", "state")
+	if err != nil {
+		return 0, 0, fail(op, RCError, err)
+	}
+	wait, err := m.readField(info, "ompt_thread_info_t", "wait_id")
+	if err != nil {
+		return 0, 0, fail(op, RCError, err)
+	}
+	return State(st), wait, nil
+}
+
+// CurrentParallel returns the innermost parallel region the thread is in
+// (ompd_get_curr_parallel_handle).
+func (t *Thread) CurrentParallel() (*Parallel, error) {
+	const op = "ompd_get_curr_parallel_handle"
+	m := t.as.mem
+	teamPtr, err := m.readField(t.th, "kmp_base_info_t", "th_team")
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	if teamPtr == 0 {
+		return nil, fail(op, RCUnavailable, fmt.Errorf("thread at %#x has no team", t.th))
+	}
+	return t.as.parallelOfTeam(op, teamPtr)
+}
+
+// parallelOfTeam builds the parallel handle of the team at teamPtr (a
+// kmp_team_p): the team itself, or the serialized region inside it.
+func (as *AddressSpace) parallelOfTeam(op string, teamPtr Address) (*Parallel, error) {
+	m := as.mem
+	team, err := m.field(teamPtr, "kmp_team_p", "t")
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	lwt, err := m.readField(team, "kmp_base_team_t", "ompt_serialized_team_info")
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	return &Parallel{as: as, team: team, lwt: lwt}, nil
+}
+
+// CurrentTask returns the task the thread is executing
+// (ompd_get_curr_task_handle).
+func (t *Thread) CurrentTask() (*Task, error) {
+	const op = "ompd_get_curr_task_handle"
+	m := t.as.mem
+	td, err := m.readField(t.th, "kmp_base_info_t", "th_current_task")
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	if td == 0 {
+		return nil, fail(op, RCUnavailable, fmt.Errorf("thread at %#x has no current task", t.th))
+	}
+	return t.as.taskOf(op, td)
+}
+
+// taskOf builds the task handle of the kmp_taskdata_t at td.
+func (as *AddressSpace) taskOf(op string, td Address) (*Task, error) {
+	m := as.mem
+	teamPtr, err := m.readField(td, "kmp_taskdata_t", "td_team")
+	if err != nil {
+		return nil, fail(op, RCError, err)
+	}
+	var lwt Address
+	if teamPtr != 0 {
+		team, err := m.field(teamPtr, "kmp_team_p", "t")
+		if err != nil {
+			return nil, fail(op, RCError, err)
+		}
+		lwt, err = m.readField(team, "kmp_base_team_t", "ompt_serialized_team_info")
+		if err != nil {
+			return nil, fail(op, RCError, err)
+		}
+	}
+	return &Task{as: as, td: td, lwt: lwt}, nil
+}
+
+// ToolData returns the OMPT thread_data of the thread
+// (ompd_get_tool_data at thread scope).
+func (t *Thread) ToolData() (value uint64, ptr Address, err error) {
+	m := t.as.mem
+	info, err := m.field(t.th, "kmp_base_info_t", "ompt_thread_info")
+	if err != nil {
+		return 0, 0, err
+	}
+	data, err := m.field(info, "ompt_thread_info_t", "thread_data")
+	if err != nil {
+		return 0, 0, err
+	}
+	return toolData(m, data)
+}
+
+func toolData(m *memory, data Address) (uint64, Address, error) {
+	v, err := m.readField(data, "ompt_data_t", "value")
+	if err != nil {
+		return 0, 0, err
+	}
+	p, err := m.readField(data, "ompt_data_t", "ptr")
+	if err != nil {
+		return 0, 0, err
+	}
+	return v, p, nil
+}

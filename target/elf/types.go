@@ -1,0 +1,136 @@
+package elf
+
+import (
+	"debug/dwarf"
+	"fmt"
+)
+
+// TypeIndex finds struct, union and typedef types by name in an image's
+// DWARF, to learn field offsets and sizes of a library's data structures
+// from its own debug information.
+type TypeIndex struct {
+	path  string
+	d     *dwarf.Data
+	names map[string]dwarf.Offset
+	cache map[string]dwarf.Type
+}
+
+// MaxTypeEntries bounds how many DWARF entries NewTypeIndex reads.
+const MaxTypeEntries = 50_000_000
+
+// NewTypeIndex indexes the named types of the image's DWARF (its own, or
+// its separate debug file's). It reads every top-level entry once.
+func NewTypeIndex(im *Image) (*TypeIndex, error) {
+	src := im
+	if !im.hasDWARF() {
+		sep, err := im.separate()
+		if err != nil || !sep.hasDWARF() {
+			return nil, fmt.Errorf("%s has no DWARF type information", im.Path)
+		}
+		src = sep
+	}
+	var d *dwarf.Data
+	if err := guard(func() error {
+		var err error
+		d, err = src.ef.DWARF()
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("reading DWARF of %s: %w", src.Path, err)
+	}
+	ti := &TypeIndex{path: src.Path, d: d, names: make(map[string]dwarf.Offset), cache: make(map[string]dwarf.Type)}
+	err := guard(func() error {
+		r := d.Reader()
+		for n := 0; ; n++ {
+			if n > MaxTypeEntries {
+				return fmt.Errorf("more than %d DWARF entries", MaxTypeEntries)
+			}
+			e, err := r.Next()
+			if err != nil {
+				return err
+			}
+			if e == nil {
+				return nil
+			}
+			switch e.Tag {
+			case dwarf.TagCompileUnit, dwarf.TagPartialUnit:
+				continue // descend into the unit's children
+			case dwarf.TagTypedef, dwarf.TagStructType, dwarf.TagUnionType:
+				if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); !decl {
+					if name, ok := e.Val(dwarf.AttrName).(string); ok {
+						if _, seen := ti.names[name]; !seen {
+							ti.names[name] = e.Offset
+						}
+					}
+				}
+			}
+			if e.Children {
+				r.SkipChildren()
+			}
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("indexing DWARF types of %s: %w", src.Path, err)
+	}
+	return ti, nil
+}
+
+func (ti *TypeIndex) typ(name string) (dwarf.Type, error) {
+	if t, ok := ti.cache[name]; ok {
+		return t, nil
+	}
+	off, ok := ti.names[name]
+	if !ok {
+		return nil, fmt.Errorf("type %s is not in the DWARF of %s", name, ti.path)
+	}
+	var t dwarf.Type
+	if err := guard(func() error {
+		var err error
+		t, err = ti.d.Type(off)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("reading type %s from %s: %w", name, ti.path, err)
+	}
+	for {
+		td, ok := t.(*dwarf.TypedefType)
+		if !ok {
+			break
+		}
+		t = td.Type
+	}
+	ti.cache[name] = t
+	return t, nil
+}
+
+// Size returns the size in bytes of the named type.
+func (ti *TypeIndex) Size(name string) (uint64, error) {
+	t, err := ti.typ(name)
+	if err != nil {
+		return 0, err
+	}
+	if t.Size() < 0 {
+		return 0, fmt.Errorf("type %s in %s has no size", name, ti.path)
+	}
+	return uint64(t.Size()), nil
+}
+
+// Field returns the offset and size of a field of the named struct or
+// union type.
+func (ti *TypeIndex) Field(typName, field string) (offset, size uint64, err error) {
+	t, err := ti.typ(typName)
+	if err != nil {
+		return 0, 0, err
+	}
+	st, ok := t.(*dwarf.StructType)
+	if !ok {
+		return 0, 0, fmt.Errorf("type %s in %s is not a struct or union", typName, ti.path)
+	}
+	for _, f := range st.Field {
+		if f.Name == field {
+			if f.Type.Size() < 0 {
+				return 0, 0, fmt.Errorf("field %s.%s in %s has no size", typName, field, ti.path)
+			}
+			return uint64(f.ByteOffset), uint64(f.Type.Size()), nil
+		}
+	}
+	return 0, 0, fmt.Errorf("type %s in %s has no field %s", typName, ti.path, field)
+}
