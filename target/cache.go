@@ -66,18 +66,25 @@ func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 	// the last one in one call.
 	var runStart uint64
 	inRun := false
+	// flush fetches [runStart, runEnd). A short read means the page after
+	// the bytes read is unmapped; the pages after it are fetched again, so
+	// one hole does not hide the mapped pages behind it.
 	flush := func(runEnd uint64) {
-		n := int(runEnd - runStart)
-		tmp := make([]byte, n)
-		got, _ := c.src.ReadPages(runStart, tmp)
-		c.misses++
-		for p := runStart; p < runEnd; p += PageSize {
-			off := int(p - runStart)
-			if off+PageSize <= got {
+		for start := runStart; start < runEnd; {
+			tmp := make([]byte, int(runEnd-start))
+			got, _ := c.src.ReadPages(start, tmp)
+			c.misses++
+			whole := uint64(got) / PageSize * PageSize
+			for p := start; p < start+whole; p += PageSize {
+				off := p - start
 				c.pages[p] = tmp[off : off+PageSize : off+PageSize]
-			} else {
-				c.pages[p] = nil
 			}
+			hole := start + whole
+			if hole >= runEnd {
+				return
+			}
+			c.pages[hole] = nil
+			start = hole + PageSize
 		}
 	}
 	for p := first; ; p += PageSize {

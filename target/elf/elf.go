@@ -1,19 +1,444 @@
 // Package elf reads the ELF images ompd-inspect needs: symbols from .symtab
 // and .dynsym, the build-id, the load bias, the PT_TLS segment, the
-// debug-link, and (from DWARF) functions and source lines.
+// debug-link, and (from DWARF, in the file itself or in a separate debug
+// file) functions and source lines.
+//
+// An Image wraps debug/elf. Indexes (symbols, line table, functions) are
+// built once, on first use, and are then safe for concurrent readers.
+// Malformed files produce errors, never panics.
 package elf
 
-// PLACEHOLDER: the real implementation replaces this file.
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+
+	"debug/elf"
+)
+
+// Limits on what the contents of a file may make the package allocate or
+// loop over. A file that exceeds one gets an error naming the limit.
+const (
+	// MaxSymbols is the largest symbol table (entries) that is indexed.
+	MaxSymbols = 1 << 24
+	// MaxNoteBytes is the largest note section or segment that is read
+	// when looking for the build-id.
+	MaxNoteBytes = 1 << 20
+	// MaxDebugSectionBytes is the largest (uncompressed) DWARF section
+	// that is loaded.
+	MaxDebugSectionBytes = 1 << 30
+	// MaxLineRows is the largest number of line-table rows indexed.
+	MaxLineRows = 1 << 25
+	// MaxSubprograms is the largest number of DW_TAG_subprogram entries
+	// indexed.
+	MaxSubprograms = 1 << 23
+	// MaxLoads is the largest number of PT_LOAD segments accepted.
+	MaxLoads = 1 << 16
+)
+
+// pageSize is the x86-64 page size, the granularity of mappings.
+const pageSize = 4096
+
+// ntGNUBuildID is the note type of the GNU build-id.
+const ntGNUBuildID = 3
+
+// maxDebugLinkBytes bounds the .gnu_debuglink section.
+const maxDebugLinkBytes = 4096
+
+// ErrNotLoaded is returned (wrapped) by ReadVaddr for an address that no
+// PT_LOAD segment of the file covers.
+var ErrNotLoaded = errors.New("address not in any PT_LOAD segment")
 
 // Image is an opened ELF file.
-type Image struct{ Path string }
+type Image struct {
+	// Path is the file name Open was given.
+	Path string
 
-// Sym is an ELF symbol at its link-time value.
-type Sym struct {
-	Name        string
-	Value, Size uint64
-	TLS, Func   bool
+	file    *os.File
+	ef      *elf.File
+	size    int64
+	loads   []Load // PT_LOAD segments sorted by Vaddr
+	tls     TLS
+	hasTLS  bool
+	buildID string
+	link    debugLink
+
+	// debugRoots are the global debug directories searched for a
+	// separate debug file (normally /usr/lib/debug); nil for an image
+	// that is itself a separate debug file.
+	debugRoots []string
+
+	symOnce sync.Once
+	syms    *symIndex
+	symErr  error
+
+	sepOnce sync.Once
+	sep     *Image
+	sepErr  error
+
+	dwOnce sync.Once
+	dw     *dwarfIndex
+	dwFile string
+	dwErr  error
 }
 
-// Symbol finds a defined symbol by name.
-func (im *Image) Symbol(name string) (Sym, bool) { return Sym{}, false }
+type debugLink struct {
+	name string
+	crc  uint32
+	ok   bool
+}
+
+// Load is a PT_LOAD segment: Memsz bytes at link-time address Vaddr,
+// the first Filesz of them from file offset Offset, the rest zero.
+type Load struct {
+	Vaddr, Memsz, Offset, Filesz uint64
+	// Flags are the segment's permissions (PF_R, PF_W, PF_X).
+	Flags elf.ProgFlag
+}
+
+// TLS describes the PT_TLS segment: the initialization image of the
+// module's thread-local storage block, Filesz bytes at link-time address
+// Vaddr followed by zeros up to Memsz, aligned to Align in each thread.
+type TLS struct {
+	Vaddr, Filesz, Memsz, Align uint64
+}
+
+// Open opens the ELF file at path.
+func Open(path string) (*Image, error) {
+	return open(path, []string{"/usr/lib/debug"})
+}
+
+// open opens path; debugRoots are the global debug directories to search
+// for a separate debug file (nil: none, the image is a debug file).
+func open(path string, debugRoots []string) (im *Image, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening ELF file: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("opening ELF file %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("opening ELF file %s: not a regular file", path)
+	}
+	im = &Image{Path: path, file: f, size: st.Size(), debugRoots: debugRoots}
+	if err := guard(func() error {
+		ef, err := elf.NewFile(f)
+		if err != nil {
+			return err
+		}
+		im.ef = ef
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("%s: not a valid ELF file: %w", path, err)
+	}
+	if err := im.readHeaders(); err != nil {
+		return nil, err
+	}
+	return im, nil
+}
+
+// readHeaders collects the program headers, the build-id and the
+// debug-link.
+func (im *Image) readHeaders() error {
+	for _, p := range im.ef.Progs {
+		switch p.Type {
+		case elf.PT_LOAD:
+			if len(im.loads) >= MaxLoads {
+				return fmt.Errorf("%s: more than %d PT_LOAD segments (limit MaxLoads)", im.Path, MaxLoads)
+			}
+			im.loads = append(im.loads, Load{Vaddr: p.Vaddr, Memsz: p.Memsz, Offset: p.Off, Filesz: p.Filesz, Flags: p.Flags})
+		case elf.PT_TLS:
+			if !im.hasTLS {
+				im.tls = TLS{Vaddr: p.Vaddr, Filesz: p.Filesz, Memsz: p.Memsz, Align: p.Align}
+				im.hasTLS = true
+			}
+		}
+	}
+	sort.SliceStable(im.loads, func(i, j int) bool { return im.loads[i].Vaddr < im.loads[j].Vaddr })
+	// The build-id and the debug-link are optional: a malformed note or
+	// link section only means there is none.
+	im.buildID = im.findBuildID()
+	im.link = im.findDebugLink()
+	return nil
+}
+
+// Close closes the file and any separate debug file opened for it.
+func (im *Image) Close() error {
+	var errs []error
+	if im.sep != nil {
+		errs = append(errs, im.sep.Close())
+		im.sep = nil
+	}
+	if im.file != nil {
+		if err := im.file.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing %s: %w", im.Path, err))
+		}
+		im.file = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Type returns the ELF file type (ET_EXEC, ET_DYN, ...).
+func (im *Image) Type() elf.Type { return im.ef.Type }
+
+// Machine returns the ELF machine (EM_X86_64, ...).
+func (im *Image) Machine() elf.Machine { return im.ef.Machine }
+
+// BuildID returns the NT_GNU_BUILD_ID note as lowercase hex, or "" if the
+// file has none.
+func (im *Image) BuildID() string { return im.buildID }
+
+// DebugLink returns the file name and CRC-32 recorded in the
+// .gnu_debuglink section; ok is false when there is none.
+func (im *Image) DebugLink() (name string, crc uint32, ok bool) {
+	return im.link.name, im.link.crc, im.link.ok
+}
+
+// TLS returns the PT_TLS segment; ok is false when the file has no
+// thread-local storage.
+func (im *Image) TLS() (TLS, bool) { return im.tls, im.hasTLS }
+
+// Loads returns the PT_LOAD segments sorted by virtual address.
+func (im *Image) Loads() []Load {
+	return append([]Load(nil), im.loads...)
+}
+
+// BiasFor returns the load bias (runtime address minus link-time address)
+// given that the page at file offset fileOffset is mapped at address
+// mapStart. It is false when no PT_LOAD segment maps fileOffset. For a
+// non-PIE executable mapped at its link-time address the bias is 0.
+//
+// One file page can be mapped by two segments (the end of one and the
+// start of the next share it). The segment starting exactly at
+// fileOffset is preferred, then the first whose first page is at
+// fileOffset, then the first that contains it; callers that can should
+// pass the mapping of the lowest file offset, which is unambiguous.
+func (im *Image) BiasFor(mapStart, fileOffset uint64) (uint64, bool) {
+	best, rank := -1, 3
+	for i, l := range im.loads {
+		first := l.Offset &^ (pageSize - 1)
+		r := 3
+		switch {
+		case l.Offset == fileOffset:
+			r = 0
+		case first == fileOffset:
+			r = 1
+		case fileOffset > first && fileOffset-first < l.Offset-first+l.Filesz:
+			r = 2
+		}
+		if r < rank {
+			best, rank = i, r
+		}
+	}
+	if best < 0 {
+		return 0, false
+	}
+	l := im.loads[best]
+	// File offset X of the segment is at link-time address
+	// Vaddr - Offset + X; the mapping start is page aligned.
+	link := (l.Vaddr - l.Offset + fileOffset) &^ (pageSize - 1)
+	return mapStart - link, true
+}
+
+// loadAt returns the PT_LOAD segment whose memory image contains vaddr.
+func (im *Image) loadAt(vaddr uint64) (Load, bool) {
+	i := sort.Search(len(im.loads), func(i int) bool { return im.loads[i].Vaddr > vaddr }) - 1
+	if i < 0 {
+		return Load{}, false
+	}
+	l := im.loads[i]
+	if vaddr-l.Vaddr >= l.Memsz {
+		return Load{}, false
+	}
+	return l, true
+}
+
+// ReadVaddr fills buf with the file's memory image at link-time virtual
+// address vaddr, as the PT_LOAD segments describe it: bytes past a
+// segment's file size and up to its memory size read as zero. It returns
+// the number of bytes filled; an address that no segment covers gives an
+// error wrapping ErrNotLoaded.
+func (im *Image) ReadVaddr(vaddr uint64, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		cur := vaddr + uint64(n)
+		if cur < vaddr {
+			return n, fmt.Errorf("reading %d bytes at link-time address %#x of %s: address wraps: %w", len(buf), vaddr, im.Path, ErrNotLoaded)
+		}
+		l, ok := im.loadAt(cur)
+		if !ok {
+			return n, fmt.Errorf("reading %d bytes at link-time address %#x of %s: %#x: %w", len(buf), vaddr, im.Path, cur, ErrNotLoaded)
+		}
+		segOff := cur - l.Vaddr
+		want := min(uint64(len(buf)-n), l.Memsz-segOff)
+		chunk := buf[n : n+int(want)]
+		fileN := uint64(0)
+		if segOff < l.Filesz {
+			fileN = min(want, l.Filesz-segOff)
+			off := l.Offset + segOff
+			if off < l.Offset || off > uint64(im.size) || fileN > uint64(im.size)-off {
+				return n, fmt.Errorf("reading %d bytes at link-time address %#x of %s: segment data at file offset %#x lies beyond the end of the file (%d bytes)", len(buf), vaddr, im.Path, off, im.size)
+			}
+			got, err := im.file.ReadAt(chunk[:fileN], int64(off))
+			if uint64(got) < fileN {
+				if err == nil || err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return n + got, fmt.Errorf("reading %s at file offset %#x (link-time address %#x): %w", im.Path, off, cur, err)
+			}
+		}
+		clear(chunk[fileN:])
+		n += int(want)
+	}
+	return n, nil
+}
+
+// Note is one entry of an ELF note section or segment.
+type Note struct {
+	Name string // owner, without the terminating NUL
+	Type uint32
+	Desc []byte
+}
+
+// ParseNotes splits the contents of a note section or segment into notes.
+// align is the section's or segment's alignment; notes are padded to 4
+// bytes unless it is 8.
+func ParseNotes(data []byte, order binary.ByteOrder, align uint64) ([]Note, error) {
+	pad := uint64(4)
+	if align == 8 {
+		pad = 8
+	}
+	var notes []Note
+	total := uint64(len(data))
+	off := uint64(0)
+	for total-off >= 12 {
+		namesz := uint64(order.Uint32(data[off:]))
+		descsz := uint64(order.Uint32(data[off+4:]))
+		typ := order.Uint32(data[off+8:])
+		nameOff := off + 12
+		if namesz > total-nameOff {
+			return notes, fmt.Errorf("note %d at offset %#x: name size %d overruns the %d-byte note area", len(notes), off, namesz, total)
+		}
+		name := data[nameOff : nameOff+namesz]
+		for len(name) > 0 && name[len(name)-1] == 0 {
+			name = name[:len(name)-1]
+		}
+		descOff := alignUp(nameOff+namesz, pad)
+		if descOff > total || descsz > total-descOff {
+			return notes, fmt.Errorf("note %d at offset %#x: descriptor size %d overruns the %d-byte note area", len(notes), off, descsz, total)
+		}
+		notes = append(notes, Note{Name: string(name), Type: typ, Desc: data[descOff : descOff+descsz : descOff+descsz]})
+		off = alignUp(descOff+descsz, pad)
+		if off > total {
+			break
+		}
+	}
+	return notes, nil
+}
+
+// BuildIDFromNotes returns the hex NT_GNU_BUILD_ID found in notes, or "".
+func BuildIDFromNotes(notes []Note) string {
+	for _, n := range notes {
+		if n.Name == "GNU" && n.Type == ntGNUBuildID && len(n.Desc) > 0 {
+			return hex.EncodeToString(n.Desc)
+		}
+	}
+	return ""
+}
+
+func alignUp(x, a uint64) uint64 {
+	if r := x % a; r != 0 {
+		return x + a - r
+	}
+	return x
+}
+
+// findBuildID looks for NT_GNU_BUILD_ID in the note sections, then in the
+// PT_NOTE segments (for files without section headers).
+func (im *Image) findBuildID() string {
+	for _, s := range im.ef.Sections {
+		if s.Type != elf.SHT_NOTE || s.Size > MaxNoteBytes {
+			continue
+		}
+		data, err := im.readRange(s.Offset, s.Size)
+		if err != nil {
+			continue
+		}
+		notes, _ := ParseNotes(data, im.ef.ByteOrder, s.Addralign)
+		if id := BuildIDFromNotes(notes); id != "" {
+			return id
+		}
+	}
+	for _, p := range im.ef.Progs {
+		if p.Type != elf.PT_NOTE || p.Filesz > MaxNoteBytes {
+			continue
+		}
+		data, err := im.readRange(p.Off, p.Filesz)
+		if err != nil {
+			continue
+		}
+		notes, _ := ParseNotes(data, im.ef.ByteOrder, p.Align)
+		if id := BuildIDFromNotes(notes); id != "" {
+			return id
+		}
+	}
+	return ""
+}
+
+// findDebugLink parses .gnu_debuglink: a NUL-terminated file name, padding
+// to 4 bytes, and a CRC-32 of the debug file.
+func (im *Image) findDebugLink() debugLink {
+	s := im.ef.Section(".gnu_debuglink")
+	if s == nil || s.Type == elf.SHT_NOBITS || s.Size > maxDebugLinkBytes {
+		return debugLink{}
+	}
+	data, err := im.readRange(s.Offset, s.Size)
+	if err != nil {
+		return debugLink{}
+	}
+	end := 0
+	for end < len(data) && data[end] != 0 {
+		end++
+	}
+	crcOff := alignUp(uint64(end)+1, 4)
+	if end == 0 || crcOff+4 > uint64(len(data)) {
+		return debugLink{}
+	}
+	return debugLink{name: string(data[:end]), crc: im.ef.ByteOrder.Uint32(data[crcOff:]), ok: true}
+}
+
+// readRange reads size bytes at file offset off, checking both against
+// the file size.
+func (im *Image) readRange(off, size uint64) ([]byte, error) {
+	if off > uint64(im.size) || size > uint64(im.size)-off {
+		return nil, fmt.Errorf("reading %d bytes at offset %#x of %s: beyond the end of the file (%d bytes)", size, off, im.Path, im.size)
+	}
+	buf := make([]byte, size)
+	if _, err := im.file.ReadAt(buf, int64(off)); err != nil {
+		return nil, fmt.Errorf("reading %d bytes at offset %#x of %s: %w", size, off, im.Path, err)
+	}
+	return buf, nil
+}
+
+// guard runs f and turns a panic inside it (debug/elf and debug/dwarf can
+// still panic on some malformed inputs) into an error.
+func guard(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("malformed data: %v", r)
+		}
+	}()
+	return f()
+}

@@ -3,6 +3,7 @@ package elf
 import (
 	"debug/dwarf"
 	"fmt"
+	"sync"
 )
 
 // TypeIndex finds struct, union and typedef types by name in an image's
@@ -12,6 +13,7 @@ type TypeIndex struct {
 	path  string
 	d     *dwarf.Data
 	names map[string]dwarf.Offset
+	mu    sync.Mutex
 	cache map[string]dwarf.Type
 }
 
@@ -42,7 +44,7 @@ func NewTypeIndex(im *Image) (*TypeIndex, error) {
 		r := d.Reader()
 		for n := 0; ; n++ {
 			if n > MaxTypeEntries {
-				return fmt.Errorf("more than %d DWARF entries", MaxTypeEntries)
+				return fmt.Errorf("more than %d DWARF entries (limit MaxTypeEntries)", MaxTypeEntries)
 			}
 			e, err := r.Next()
 			if err != nil {
@@ -75,6 +77,8 @@ func NewTypeIndex(im *Image) (*TypeIndex, error) {
 }
 
 func (ti *TypeIndex) typ(name string) (dwarf.Type, error) {
+	ti.mu.Lock()
+	defer ti.mu.Unlock()
 	if t, ok := ti.cache[name]; ok {
 		return t, nil
 	}

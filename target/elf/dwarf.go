@@ -1,0 +1,351 @@
+package elf
+
+import (
+	"debug/dwarf"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+)
+
+// dwarfIndex holds what is looked up by address in the DWARF of an image.
+type dwarfIndex struct {
+	rows  []lineRow // all line-table rows, sorted by address
+	files []string  // file names referenced by rows; files[0] is ""
+	spans []span    // disjoint subprogram ranges, ids index funcs
+	funcs []funcInfo
+}
+
+// lineRow is one row of a line table.
+type lineRow struct {
+	addr uint64
+	file uint32
+	line uint32
+	end  bool // end of a sequence: addr is the first address past it
+}
+
+// funcInfo describes one subprogram with code.
+type funcInfo struct {
+	name string
+	file string
+	line int
+}
+
+// subInfo is what is recorded of every DW_TAG_subprogram while walking,
+// so that concrete instances can borrow their name and declaration from
+// the abstract instance or declaration they refer to.
+type subInfo struct {
+	name      string
+	file      string
+	line      int
+	origin    dwarf.Offset
+	hasOrigin bool
+}
+
+// errTooManyRows stops indexing at MaxLineRows rows.
+var errTooManyRows = fmt.Errorf("more than %d line-table rows (limit MaxLineRows)", MaxLineRows)
+
+// maxOriginDepth bounds how many DW_AT_abstract_origin and
+// DW_AT_specification links are followed.
+const maxOriginDepth = 8
+
+// LineAt returns the source file (the full path the line table records)
+// and line of the link-time address addr.
+func (im *Image) LineAt(addr uint64) (file string, line int, ok bool) {
+	idx := im.loadDWARF()
+	if idx == nil {
+		return "", 0, false
+	}
+	rows := idx.rows
+	i := sort.Search(len(rows), func(i int) bool { return rows[i].addr > addr }) - 1
+	if i < 0 || rows[i].end || rows[i].line == 0 {
+		return "", 0, false
+	}
+	return idx.files[rows[i].file], int(rows[i].line), true
+}
+
+// FuncAt returns the name of the function containing the link-time
+// address addr: the DW_TAG_subprogram whose ranges contain it, or else
+// the function symbol (see SymbolAt).
+func (im *Image) FuncAt(addr uint64) (name string, ok bool) {
+	if idx := im.loadDWARF(); idx != nil {
+		if i, ok := findSpan(idx.spans, addr); ok && idx.funcs[i].name != "" {
+			return idx.funcs[i].name, true
+		}
+	}
+	if s, ok := im.SymbolAt(addr); ok {
+		return s.Name, true
+	}
+	return "", false
+}
+
+// FuncDecl returns the declaration (DW_AT_decl_file, DW_AT_decl_line) of
+// the subprogram containing the link-time address addr.
+func (im *Image) FuncDecl(addr uint64) (file string, line int, ok bool) {
+	idx := im.loadDWARF()
+	if idx == nil {
+		return "", 0, false
+	}
+	i, ok := findSpan(idx.spans, addr)
+	if !ok {
+		return "", 0, false
+	}
+	f := idx.funcs[i]
+	if f.file == "" && f.line == 0 {
+		return "", 0, false
+	}
+	return f.file, f.line, true
+}
+
+// DebugInfo loads the DWARF index if it is not loaded yet and reports the
+// file the DWARF came from: Path itself or a separate debug file. err
+// tells why there is no DWARF, or what went wrong while indexing it (the
+// index then holds what was read before the problem).
+func (im *Image) DebugInfo() (file string, err error) {
+	im.loadDWARF()
+	return im.dwFile, im.dwErr
+}
+
+// hasDWARF reports whether the file itself carries .debug_info.
+func (im *Image) hasDWARF() bool {
+	for _, s := range im.ef.Sections {
+		if (s.Name == ".debug_info" || s.Name == ".zdebug_info") && s.Type != elf.SHT_NOBITS && s.Size > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (im *Image) loadDWARF() *dwarfIndex {
+	im.dwOnce.Do(func() {
+		src := im
+		if !im.hasDWARF() {
+			sep, err := im.separate()
+			if err != nil {
+				im.dwErr = fmt.Errorf("%s has no DWARF: %w", im.Path, err)
+				return
+			}
+			if !sep.hasDWARF() {
+				im.dwErr = fmt.Errorf("%s has no DWARF, nor has its debug file %s", im.Path, sep.Path)
+				return
+			}
+			src = sep
+		}
+		im.dwFile = src.Path
+		im.dw, im.dwErr = im.indexDWARF(src)
+	})
+	return im.dw
+}
+
+// indexDWARF reads the DWARF of src (the image itself or its separate
+// debug file) and indexes it. Addresses are checked against the image's
+// executable segments, to drop code the linker discarded (whose line
+// tables and ranges start at 0 or at a tombstone address).
+func (im *Image) indexDWARF(src *Image) (*dwarfIndex, error) {
+	for _, s := range src.ef.Sections {
+		if !strings.HasPrefix(s.Name, ".debug_") && !strings.HasPrefix(s.Name, ".zdebug_") {
+			continue
+		}
+		if s.Size > MaxDebugSectionBytes {
+			return nil, fmt.Errorf("reading DWARF of %s: section %s has %d bytes, more than %d (limit MaxDebugSectionBytes)", src.Path, s.Name, s.Size, MaxDebugSectionBytes)
+		}
+	}
+	var d *dwarf.Data
+	if err := guard(func() error {
+		var err error
+		d, err = src.ef.DWARF()
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("reading DWARF of %s: %w", src.Path, err)
+	}
+	hasExec := false
+	for _, l := range im.loads {
+		if l.Flags&elf.PF_X != 0 {
+			hasExec = true
+		}
+	}
+	valid := func(addr uint64) bool {
+		if !hasExec {
+			return addr != 0
+		}
+		l, ok := im.loadAt(addr)
+		return ok && l.Flags&elf.PF_X != 0
+	}
+	idx := &dwarfIndex{files: []string{""}}
+	var werr error
+	if err := guard(func() error {
+		werr = idx.walk(d, valid)
+		return nil
+	}); err != nil {
+		werr = err
+	}
+	sort.SliceStable(idx.rows, func(i, j int) bool {
+		a, b := idx.rows[i], idx.rows[j]
+		if a.addr != b.addr {
+			return a.addr < b.addr
+		}
+		return a.end && !b.end
+	})
+	if werr != nil {
+		return idx, fmt.Errorf("indexing DWARF of %s: %w", src.Path, werr)
+	}
+	return idx, nil
+}
+
+// walk visits every entry once, reading each unit's line table and
+// recording subprograms.
+func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool) error {
+	fileIDs := make(map[string]uint32)
+	subs := make(map[dwarf.Offset]*subInfo)
+	var concrete []dwarf.Offset // subprograms with code, by funcs index
+	var ivs []interval
+	var files []*dwarf.LineFile
+	var compDir string
+	var errs []error
+	r := d.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading entries: %w", err))
+			break
+		}
+		if e == nil {
+			break
+		}
+		switch e.Tag {
+		case dwarf.TagCompileUnit, dwarf.TagPartialUnit:
+			files = nil
+			compDir, _ = e.Val(dwarf.AttrCompDir).(string)
+			lr, err := d.LineReader(e)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("line table of unit at %#x: %w", e.Offset, err))
+				continue
+			}
+			if lr == nil {
+				continue
+			}
+			files = lr.Files()
+			if err := idx.addLines(lr, compDir, fileIDs, valid); err != nil {
+				errs = append(errs, fmt.Errorf("line table of unit at %#x: %w", e.Offset, err))
+				if errors.Is(err, errTooManyRows) {
+					return errors.Join(errs...)
+				}
+			}
+		case dwarf.TagSubprogram:
+			if len(subs) >= MaxSubprograms {
+				errs = append(errs, fmt.Errorf("more than %d subprograms (limit MaxSubprograms)", MaxSubprograms))
+				return errors.Join(errs...)
+			}
+			s := &subInfo{}
+			s.name, _ = e.Val(dwarf.AttrName).(string)
+			if i, ok := e.Val(dwarf.AttrDeclFile).(int64); ok && i >= 0 && i < int64(len(files)) && files[i] != nil {
+				s.file = fullPath(compDir, files[i].Name)
+			}
+			if l, ok := e.Val(dwarf.AttrDeclLine).(int64); ok && l > 0 && l <= 1<<31 {
+				s.line = int(l)
+			}
+			if o, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset); ok {
+				s.origin, s.hasOrigin = o, true
+			} else if o, ok := e.Val(dwarf.AttrSpecification).(dwarf.Offset); ok {
+				s.origin, s.hasOrigin = o, true
+			}
+			subs[e.Offset] = s
+			rs, err := d.Ranges(e)
+			if err != nil {
+				continue
+			}
+			id := -1
+			for _, rg := range rs {
+				if rg[0] >= rg[1] || !valid(rg[0]) {
+					continue
+				}
+				if id < 0 {
+					id = len(concrete)
+					concrete = append(concrete, e.Offset)
+				}
+				ivs = append(ivs, interval{lo: rg[0], hi: rg[1], id: id})
+			}
+		}
+	}
+	idx.funcs = make([]funcInfo, len(concrete))
+	for i, off := range concrete {
+		idx.funcs[i] = resolveSub(subs, off)
+	}
+	idx.spans = flatten(ivs)
+	return errors.Join(errs...)
+}
+
+// resolveSub fills in a subprogram's missing name and declaration from
+// the entries its abstract origin or specification chain refers to.
+func resolveSub(subs map[dwarf.Offset]*subInfo, off dwarf.Offset) funcInfo {
+	var f funcInfo
+	for depth := 0; depth <= maxOriginDepth; depth++ {
+		s := subs[off]
+		if s == nil {
+			break
+		}
+		if f.name == "" {
+			f.name = s.name
+		}
+		if f.file == "" && f.line == 0 {
+			f.file, f.line = s.file, s.line
+		}
+		if !s.hasOrigin || (f.name != "" && (f.file != "" || f.line != 0)) {
+			break
+		}
+		off = s.origin
+	}
+	return f
+}
+
+// fullPath makes a relative file name of a line table absolute. DWARF 5
+// directory entries other than the first are relative to the compilation
+// directory, which debug/dwarf does not apply.
+func fullPath(compDir, name string) string {
+	if name == "" || path.IsAbs(name) || compDir == "" {
+		return name
+	}
+	return path.Join(compDir, name)
+}
+
+// addLines appends the rows of one line table. A sequence is kept only
+// when it starts inside an executable segment.
+func (idx *dwarfIndex) addLines(lr *dwarf.LineReader, compDir string, fileIDs map[string]uint32, valid func(uint64) bool) error {
+	var seq []lineRow
+	var le dwarf.LineEntry
+	for {
+		err := lr.Next(&le)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		row := lineRow{addr: le.Address, end: le.EndSequence}
+		if le.Line > 0 && le.Line <= 1<<31 {
+			row.line = uint32(le.Line)
+		}
+		if le.File != nil {
+			id, ok := fileIDs[le.File.Name]
+			if !ok {
+				id = uint32(len(idx.files))
+				idx.files = append(idx.files, fullPath(compDir, le.File.Name))
+				fileIDs[le.File.Name] = id
+			}
+			row.file = id
+		}
+		seq = append(seq, row)
+		if len(idx.rows)+len(seq) > MaxLineRows {
+			return errTooManyRows
+		}
+		if le.EndSequence {
+			if valid(seq[0].addr) {
+				idx.rows = append(idx.rows, seq...)
+			}
+			seq = seq[:0]
+		}
+	}
+}
