@@ -1,0 +1,477 @@
+package ptrace
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ompd-inspect/ompd-inspect/target"
+)
+
+// threadState is what the tracing thread knows of one traced thread.
+type threadState struct {
+	tid     int
+	stopped bool // it reported a stop and stays in it until detach
+	// signal is a signal the thread was about to receive when it stopped
+	// (a signal-delivery-stop); Close delivers it again on detach.
+	signal    int
+	groupStop bool // it stopped in a job-control group stop
+	foreign   bool // a new process (not a thread) traced through TRACECLONE
+	polls     int  // polls that found it not yet stopped
+	regs      target.Registers
+}
+
+// Attach stops every thread of process pid and returns it ready for
+// inspection. Threads created while attaching are traced too; threads that
+// exit meanwhile are dropped with a warning. On failure nothing stays
+// attached.
+//
+// The caller must `defer p.Close()` (and recover panics) so that the
+// process is always released.
+func Attach(pid int, opts Options) (*Process, error) {
+	if opts.StopTries <= 0 {
+		opts.StopTries = DefaultStopTries
+	}
+	if opts.StopInterval <= 0 {
+		opts.StopInterval = DefaultStopInterval
+	}
+	wasStopped, err := precheck(pid)
+	if err != nil {
+		return nil, err
+	}
+	p := &Process{
+		pid:        pid,
+		wasStopped: wasStopped,
+		tstate:     make(map[int]*threadState),
+		gone:       make(map[int]bool),
+	}
+	p.tr = startTracer()
+	p.tr.do(func() {
+		err = p.attachAll(opts)
+		if err == nil {
+			err = p.readRegisters()
+		}
+		if err != nil {
+			p.abort()
+		}
+	})
+	if err != nil {
+		if serr := p.tr.stop(); serr != nil {
+			err = errors.Join(err, fmt.Errorf("process %d: detaching: %w", pid, serr))
+		}
+		return nil, err
+	}
+	for _, st := range p.tstate {
+		if st.groupStop {
+			p.wasStopped = true
+		}
+	}
+
+	// Per-process files are read through a live thread: a main thread that
+	// has exited (pthread_exit) no longer has memory or mappings.
+	live := p.threads[0].TID
+	p.mem = newMemReader(pid, live)
+	p.cache = target.NewMemCache(p)
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", live))
+	if err != nil {
+		p.warnf("process %d: cannot read the executable's path: %v", pid, err)
+		exe = ""
+	}
+	mods, warns, err := loadModules(pid, live, exe, realFiles{})
+	p.warnings = append(p.warnings, warns...)
+	if err != nil {
+		if cerr := p.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, err
+	}
+	for _, m := range mods {
+		mod := &target.Module{Name: m.name, File: m.file, Start: m.start, End: m.end, Bias: m.bias}
+		if m.img != nil {
+			p.images = append(p.images, m.img)
+			mod.Image = elfImage(m.img)
+		}
+		p.modules = append(p.modules, mod)
+	}
+	return p, nil
+}
+
+// precheck rejects what cannot be attached before any ptrace request, with
+// the clearest message, and reports whether the process is stopped by job
+// control.
+func precheck(pid int) (stopped bool, err error) {
+	if pid <= 0 {
+		return false, fmt.Errorf("process %d: not a valid process id", pid)
+	}
+	self := os.Getpid()
+	if pid == self {
+		return false, fmt.Errorf("process %d: cannot attach to ompd-inspect's own process", pid)
+	}
+	st, err := readStatus(fmt.Sprintf("/proc/%d/status", pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("process %d: %w", pid, unix.ESRCH)
+	}
+	if err != nil {
+		return false, fmt.Errorf("process %d: %w", pid, err)
+	}
+	if st.Tgid == self {
+		return false, fmt.Errorf("process %d: cannot attach to a thread of ompd-inspect's own process", pid)
+	}
+	if st.Tgid != pid {
+		return false, fmt.Errorf("process %d: is a thread of process %d; attach to %d instead", pid, st.Tgid, st.Tgid)
+	}
+	if kt, err := isKernelThread(pid); err == nil && kt {
+		return false, fmt.Errorf("process %d: is a kernel thread (%s) and has no user memory to inspect", pid, st.Name)
+	}
+	switch st.stateLetter() {
+	case 'X':
+		return false, fmt.Errorf("process %d: %w", pid, unix.ESRCH)
+	case 'Z':
+		// A zombie main thread with live threads is a process that called
+		// pthread_exit in main: still worth inspecting.
+		if tids, err := listTasks(pid); err != nil || len(tids) <= 1 {
+			return false, fmt.Errorf("process %d: is a zombie (it has exited and its parent has not reaped it); there is nothing to inspect", pid)
+		}
+	}
+	if st.TracerPid != 0 {
+		tpid, name := tracerOf(st.TracerPid)
+		return false, &AlreadyTracedError{PID: pid, TracerPID: tpid, TracerName: name}
+	}
+	return st.stateLetter() == 'T', nil
+}
+
+// warnf records a warning.
+func (p *Process) warnf(format string, args ...any) {
+	p.warnings = append(p.warnings, fmt.Sprintf(format, args...))
+}
+
+// drop forgets a thread that exited while attaching.
+func (p *Process) drop(tid int, format string) {
+	delete(p.tstate, tid)
+	p.gone[tid] = true
+	p.warnf(format, tid)
+}
+
+const (
+	warnExitedWhileAttaching = "thread %d exited while attaching; it is not listed"
+	warnHasExited            = "thread %d has exited; it is not listed"
+)
+
+// attachAll seizes and interrupts every thread, re-reading the task list
+// until a read made while all known threads are stopped shows no new one.
+// It runs on the tracing thread.
+func (p *Process) attachAll(opts Options) error {
+	for round := 0; ; round++ {
+		if round == maxAttachRounds {
+			return fmt.Errorf("process %d: new threads kept appearing after %d rounds of attaching", p.pid, round)
+		}
+		tids, err := listTasks(p.pid)
+		if errors.Is(err, fs.ErrNotExist) {
+			return p.exitedError(round)
+		}
+		if err != nil {
+			return fmt.Errorf("process %d: listing threads: %w", p.pid, err)
+		}
+		added := 0
+		for _, tid := range tids {
+			if p.tstate[tid] != nil || p.gone[tid] {
+				continue
+			}
+			ok, err := p.seize(tid, opts)
+			if err != nil {
+				return err
+			}
+			if ok {
+				added++
+			}
+		}
+		if len(p.tstate) == 0 {
+			return p.exitedError(round)
+		}
+		if added == 0 && p.allStopped() {
+			return nil
+		}
+		if err := p.waitStopped(opts); err != nil {
+			return err
+		}
+	}
+}
+
+// exitedError reports a process that vanished before or while attaching.
+func (p *Process) exitedError(round int) error {
+	if round == 0 {
+		return fmt.Errorf("process %d: %w", p.pid, unix.ESRCH)
+	}
+	return fmt.Errorf("process %d: exited while ompd-inspect was attaching to it", p.pid)
+}
+
+// seize attaches to one thread and asks it to stop. It reports whether the
+// thread is now traced; a thread that has exited is dropped.
+func (p *Process) seize(tid int, opts Options) (bool, error) {
+	err := ptraceSeize(tid, unix.PTRACE_O_TRACECLONE)
+	switch {
+	case err == nil:
+		p.tstate[tid] = &threadState{tid: tid}
+		if opts.afterSeize != nil {
+			opts.afterSeize(tid)
+		}
+		if err := unix.PtraceInterrupt(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+			return true, fmt.Errorf("process %d: interrupting thread %d: %w", p.pid, tid, err)
+		}
+		// On ESRCH the thread is exiting: its exit is reported by wait.
+		return true, nil
+	case errors.Is(err, unix.ESRCH):
+		p.drop(tid, warnExitedWhileAttaching)
+		return false, nil
+	case errors.Is(err, unix.EPERM):
+		st, serr := readStatus(fmt.Sprintf("/proc/%d/task/%d/status", p.pid, tid))
+		if errors.Is(serr, fs.ErrNotExist) {
+			p.drop(tid, warnExitedWhileAttaching)
+			return false, nil
+		}
+		if serr == nil {
+			switch {
+			case st.stateLetter() == 'Z' || st.stateLetter() == 'X':
+				p.drop(tid, warnHasExited)
+				return false, nil
+			case st.TracerPid == p.tr.tid:
+				// Created by a thread already seized: PTRACE_O_TRACECLONE
+				// attached it, and it starts with a PTRACE_EVENT_STOP.
+				p.tstate[tid] = &threadState{tid: tid}
+				return true, nil
+			case st.TracerPid != 0:
+				tpid, name := tracerOf(st.TracerPid)
+				return false, &AlreadyTracedError{PID: p.pid, TracerPID: tpid, TracerName: name}
+			}
+		}
+		return false, fmt.Errorf("process %d: attaching refused: %w; %s", p.pid, err, permissionHint())
+	default:
+		return false, fmt.Errorf("process %d: attaching to thread %d: %w", p.pid, tid, err)
+	}
+}
+
+// allStopped reports whether every traced thread has stopped.
+func (p *Process) allStopped() bool {
+	for _, st := range p.tstate {
+		if !st.stopped {
+			return false
+		}
+	}
+	return true
+}
+
+// sortedTIDs returns the traced TIDs, the main thread first, then
+// ascending.
+func (p *Process) sortedTIDs() []int {
+	tids := make([]int, 0, len(p.tstate))
+	for tid := range p.tstate {
+		tids = append(tids, tid)
+	}
+	sort.Slice(tids, func(i, j int) bool {
+		if (tids[i] == p.pid) != (tids[j] == p.pid) {
+			return tids[i] == p.pid
+		}
+		return tids[i] < tids[j]
+	})
+	return tids
+}
+
+// waitStopped polls every traced thread that has not stopped yet until all
+// have, each at most opts.StopTries times.
+func (p *Process) waitStopped(opts Options) error {
+	for !p.allStopped() {
+		progress := false
+		for _, tid := range p.sortedTIDs() {
+			st := p.tstate[tid]
+			if st == nil || st.stopped {
+				continue
+			}
+			var ws unix.WaitStatus
+			wpid, err := unix.Wait4(tid, &ws, unix.WNOHANG|unix.WALL, nil)
+			switch {
+			case errors.Is(err, unix.EINTR):
+				continue
+			case errors.Is(err, unix.ECHILD):
+				// No longer ours to wait for: it has gone.
+				p.drop(tid, warnExitedWhileAttaching)
+				progress = true
+				continue
+			case err != nil:
+				return fmt.Errorf("process %d: waiting for thread %d to stop: %w", p.pid, tid, err)
+			case wpid == 0:
+				st.polls++
+				if st.polls >= opts.StopTries {
+					return p.notStoppingError(tid, st.polls)
+				}
+				continue
+			}
+			progress = true
+			if err := p.handleWait(st, ws); err != nil {
+				return err
+			}
+		}
+		if !progress {
+			time.Sleep(opts.StopInterval)
+		}
+	}
+	return nil
+}
+
+// notStoppingError names a thread that did not stop, with its state.
+func (p *Process) notStoppingError(tid, tries int) error {
+	state := "unknown"
+	if st, err := readStatus(fmt.Sprintf("/proc/%d/task/%d/status", p.pid, tid)); err == nil {
+		state = st.State
+	}
+	return fmt.Errorf("process %d: thread %d did not stop after %d tries (state %s); detached from the process", p.pid, tid, tries, state)
+}
+
+// isStopSignal reports whether sig is a job-control stop signal.
+func isStopSignal(sig syscall.Signal) bool {
+	switch sig {
+	case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
+		return true
+	}
+	return false
+}
+
+// handleWait interprets a wait status of a traced thread.
+func (p *Process) handleWait(st *threadState, ws unix.WaitStatus) error {
+	tid := st.tid
+	if ws.Exited() || ws.Signaled() {
+		if st.foreign {
+			delete(p.tstate, tid)
+			return nil
+		}
+		p.drop(tid, warnExitedWhileAttaching)
+		return nil
+	}
+	if !ws.Stopped() {
+		return nil
+	}
+	sig := ws.StopSignal()
+	switch event := int(ws>>16) & 0xff; event {
+	case unix.PTRACE_EVENT_CLONE:
+		// The thread created a task, which TRACECLONE attached. The clone
+		// stop answered the interrupt: interrupt again and let the thread
+		// finish its system call, so that it stops on its way back out.
+		msg, err := unix.PtraceGetEventMsg(tid)
+		if err == nil {
+			p.adopt(int(msg), tid)
+		} else if !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("process %d: reading the clone event of thread %d: %w", p.pid, tid, err)
+		}
+		if err := unix.PtraceInterrupt(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("process %d: interrupting thread %d: %w", p.pid, tid, err)
+		}
+		if err := unix.PtraceCont(tid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("process %d: resuming thread %d after its clone: %w", p.pid, tid, err)
+		}
+		return nil
+	case unix.PTRACE_EVENT_STOP:
+		// The interrupt, the first stop of a thread TRACECLONE attached, or
+		// a group stop (the signal is then the stop signal).
+		st.stopped = true
+		st.groupStop = isStopSignal(sig)
+	case 0:
+		// A signal-delivery-stop: the thread was about to receive sig.
+		// Keep it stopped; Close delivers sig again.
+		st.stopped = true
+		st.signal = int(sig)
+	default:
+		// An event we did not ask for; the thread is stopped all the same.
+		st.stopped = true
+	}
+	if st.foreign {
+		// Not a thread of the process: let it go at once.
+		if err := ptraceDetach(tid, st.signal); err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("process %d: detaching from process %d: %w", p.pid, tid, err)
+		}
+		delete(p.tstate, tid)
+	}
+	return nil
+}
+
+// adopt records a task that TRACECLONE attached when thread parent created
+// it. A new process (a clone without CLONE_THREAD) is detached as soon as
+// it stops.
+func (p *Process) adopt(tid, parent int) {
+	if p.tstate[tid] != nil {
+		return
+	}
+	delete(p.gone, tid)
+	st := &threadState{tid: tid}
+	if s, err := readStatus(fmt.Sprintf("/proc/%d/status", tid)); err == nil && s.Tgid != p.pid {
+		st.foreign = true
+		p.warnf("process %d, created by thread %d while attaching, was left alone", tid, parent)
+	}
+	p.tstate[tid] = st
+}
+
+// readRegisters fetches every thread's registers and builds the thread
+// list. It runs on the tracing thread.
+func (p *Process) readRegisters() error {
+	for _, tid := range p.sortedTIDs() {
+		var r unix.PtraceRegs
+		if err := unix.PtraceGetRegs(tid, &r); err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				// Killed while stopped: it is no longer in a ptrace stop.
+				p.drop(tid, warnExitedWhileAttaching)
+				continue
+			}
+			return fmt.Errorf("process %d: reading the registers of thread %d: %w", p.pid, tid, err)
+		}
+		st := p.tstate[tid]
+		st.regs = target.Registers{
+			R15: r.R15, R14: r.R14, R13: r.R13, R12: r.R12,
+			Rbp: r.Rbp, Rbx: r.Rbx, R11: r.R11, R10: r.R10,
+			R9: r.R9, R8: r.R8, Rax: r.Rax, Rcx: r.Rcx,
+			Rdx: r.Rdx, Rsi: r.Rsi, Rdi: r.Rdi,
+			OrigRax: r.Orig_rax, Rip: r.Rip, Cs: r.Cs, Eflags: r.Eflags,
+			Rsp: r.Rsp, Ss: r.Ss,
+			FSBase: r.Fs_base, GSBase: r.Gs_base,
+			Ds: r.Ds, Es: r.Es, Fs: r.Fs, Gs: r.Gs,
+		}
+		p.threads = append(p.threads, target.Thread{TID: tid, Regs: st.regs})
+	}
+	if len(p.threads) == 0 {
+		return fmt.Errorf("process %d: exited while ompd-inspect was attaching to it", p.pid)
+	}
+	return nil
+}
+
+// abort releases whatever a failed attach holds: stopped threads are
+// detached here (with their pending signal); threads that never stopped
+// cannot be, and are released by the kernel when the tracing thread exits.
+// It runs on the tracing thread.
+func (p *Process) abort() {
+	for _, tid := range p.sortedTIDs() {
+		if st := p.tstate[tid]; st.stopped {
+			_ = ptraceDetach(tid, st.signal) // best effort; thread exit finishes the job
+		}
+	}
+}
+
+// detachAll detaches every thread, delivering again the signals threads
+// stopped with. It runs on the tracing thread.
+func (p *Process) detachAll() []error {
+	var errs []error
+	for _, tid := range p.sortedTIDs() {
+		st := p.tstate[tid]
+		if !st.stopped {
+			continue
+		}
+		if err := ptraceDetach(tid, st.signal); err != nil && !errors.Is(err, unix.ESRCH) {
+			// ESRCH: killed meanwhile, or no longer stopped; the tracing
+			// thread's exit releases it.
+			errs = append(errs, fmt.Errorf("process %d: detaching from thread %d: %w", p.pid, tid, err))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,287 @@
+package ptrace
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ompd-inspect/ompd-inspect/target/elf"
+)
+
+// mapping is one line of /proc/PID/maps.
+type mapping struct {
+	start, end, offset uint64
+	perms              string
+	path               string // as printed, possibly ending in " (deleted)"
+}
+
+// parseMaps reads /proc/PID/maps lines.
+func parseMaps(r io.Reader) ([]mapping, error) {
+	var maps []mapping
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
+	for line := 1; sc.Scan(); line++ {
+		m, err := parseMapsLine(sc.Text())
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		maps = append(maps, m)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return maps, nil
+}
+
+// parseMapsLine parses "start-end perms offset dev inode   path".
+func parseMapsLine(s string) (mapping, error) {
+	var fields [5]string
+	rest := s
+	for i := range fields {
+		rest = strings.TrimLeft(rest, " ")
+		j := strings.IndexByte(rest, ' ')
+		if j < 0 {
+			if i < len(fields)-1 {
+				return mapping{}, fmt.Errorf("%q: too few fields", s)
+			}
+			j = len(rest)
+		}
+		fields[i], rest = rest[:j], rest[j:]
+	}
+	var m mapping
+	lo, hi, ok := strings.Cut(fields[0], "-")
+	if !ok {
+		return mapping{}, fmt.Errorf("%q: bad address range", s)
+	}
+	var err error
+	if m.start, err = strconv.ParseUint(lo, 16, 64); err != nil {
+		return mapping{}, fmt.Errorf("%q: start address: %w", s, err)
+	}
+	if m.end, err = strconv.ParseUint(hi, 16, 64); err != nil {
+		return mapping{}, fmt.Errorf("%q: end address: %w", s, err)
+	}
+	if m.offset, err = strconv.ParseUint(fields[2], 16, 64); err != nil {
+		return mapping{}, fmt.Errorf("%q: offset: %w", s, err)
+	}
+	m.perms = fields[1]
+	m.path = strings.TrimLeft(rest, " ")
+	return m, nil
+}
+
+// deletedSuffix marks a mapped file that was unlinked.
+const deletedSuffix = " (deleted)"
+
+// isPseudoDeleted reports whether name (a deleted mapping's path) is a
+// kernel object that maps shows as a deleted file: a memfd, SysV shared
+// memory, shared anonymous memory.
+func isPseudoDeleted(name string) bool {
+	for _, p := range [...]string{"/memfd:", "/SYSV", "/dev/zero", "/anon_hugepage", "/[aio]", "/dmabuf:"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// fileGroup gathers the mappings of one file.
+type fileGroup struct {
+	name       string // path without " (deleted)"
+	deleted    bool
+	start, end uint64
+	first      mapping // the mapping with the lowest file offset
+}
+
+// groupMappings groups file-backed mappings by path, skipping anonymous
+// memory and pseudo-files, and orders the groups: the executable first,
+// then by address.
+func groupMappings(maps []mapping, exe string) []*fileGroup {
+	exe = strings.TrimSuffix(exe, deletedSuffix)
+	byName := make(map[string]*fileGroup)
+	var groups []*fileGroup
+	for _, m := range maps {
+		if !strings.HasPrefix(m.path, "/") || strings.HasPrefix(m.path, "/dev/") {
+			// Anonymous memory, [heap], [stack], [vdso], [vvar],
+			// anon_inode:..., and device mappings.
+			continue
+		}
+		name, deleted := strings.CutSuffix(m.path, deletedSuffix)
+		if deleted && isPseudoDeleted(name) {
+			continue
+		}
+		g := byName[name]
+		if g == nil {
+			g = &fileGroup{name: name, deleted: deleted, start: m.start, end: m.end, first: m}
+			byName[name] = g
+			groups = append(groups, g)
+			continue
+		}
+		g.start = min(g.start, m.start)
+		g.end = max(g.end, m.end)
+		if m.offset < g.first.offset || (m.offset == g.first.offset && m.start < g.first.start) {
+			g.first = m
+		}
+	}
+	sort.SliceStable(groups, func(i, j int) bool {
+		if (groups[i].name == exe) != (groups[j].name == exe) {
+			return groups[i].name == exe
+		}
+		return groups[i].start < groups[j].start
+	})
+	return groups
+}
+
+// image is what module listing needs of an opened ELF file; *elf.Image
+// provides it. Tests substitute a fake.
+type image interface {
+	BiasFor(mapStart, fileOffset uint64) (bias uint64, ok bool)
+}
+
+// fileOps is the file access module listing needs, so that tests can
+// substitute fakes.
+type fileOps interface {
+	// regular stats path: whether it is a regular file.
+	regular(path string) (bool, error)
+	// open opens an ELF file.
+	open(path string) (image, error)
+	// isELF reports whether the file at path starts with the ELF magic.
+	isELF(path string) (bool, error)
+	// close releases an image.
+	close(img image)
+}
+
+// moduleInfo is a module before it becomes a target.Module.
+type moduleInfo struct {
+	name, file       string
+	start, end, bias uint64
+	img              image // nil when not usable
+}
+
+// loadModules lists the ELF modules of a process from /proc/TID/maps of
+// one of its live threads. It returns warnings for modules it could list
+// but not read.
+func loadModules(pid, tid int, exe string, files fileOps) ([]moduleInfo, []string, error) {
+	path := fmt.Sprintf("/proc/%d/maps", tid)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("process %d: reading the mappings: %w", pid, err)
+	}
+	maps, err := parseMaps(bytes.NewReader(data))
+	if err != nil {
+		return nil, nil, fmt.Errorf("process %d: %s: %w", pid, path, err)
+	}
+	mods, warns := buildModules(groupMappings(maps, exe), tid, files)
+	return mods, warns, nil
+}
+
+// mapFilesPath names the /proc/TID/map_files entry of a mapping, which
+// reads the mapped file even when it was deleted or lies in another mount
+// namespace.
+func mapFilesPath(tid int, m mapping) string {
+	return fmt.Sprintf("/proc/%d/map_files/%x-%x", tid, m.start, m.end)
+}
+
+// buildModules opens each group's file once and computes its bias. Files
+// that are not ELF are skipped quietly.
+func buildModules(groups []*fileGroup, tid int, files fileOps) ([]moduleInfo, []string) {
+	var mods []moduleInfo
+	var warns []string
+	for _, g := range groups {
+		file := g.name
+		var why string // why file is not g.name
+		if g.deleted {
+			file = mapFilesPath(tid, g.first)
+			why = "the file was deleted after it was mapped"
+		} else if reg, err := files.regular(g.name); err != nil {
+			file = mapFilesPath(tid, g.first)
+			why = err.Error()
+		} else if !reg {
+			continue // a FIFO or device: never open it
+		}
+		img, err := files.open(file)
+		if err != nil {
+			if isELF, serr := files.isELF(file); serr == nil && !isELF {
+				continue
+			}
+			if why != "" {
+				warns = append(warns, fmt.Sprintf("module %s: %s, and %s cannot be read: %v", g.name, why, file, err))
+			} else {
+				warns = append(warns, fmt.Sprintf("module %s: cannot be read: %v", g.name, err))
+			}
+			mods = append(mods, moduleInfo{name: g.name, start: g.start, end: g.end})
+			continue
+		}
+		if why != "" {
+			warns = append(warns, fmt.Sprintf("module %s: %s; reading it through %s", g.name, why, file))
+		}
+		mod := moduleInfo{name: g.name, file: file, start: g.start, end: g.end}
+		bias, ok := img.BiasFor(g.first.start, g.first.offset)
+		if !ok {
+			warns = append(warns, fmt.Sprintf("module %s: the mapping at %#x (file offset %#x) matches no loadable segment of %s; its symbols are not used",
+				g.name, g.first.start, g.first.offset, file))
+			files.close(img)
+			mods = append(mods, mod)
+			continue
+		}
+		mod.bias = bias
+		mod.img = img
+		mods = append(mods, mod)
+	}
+	return mods, warns
+}
+
+// realFiles is fileOps on the real file system, opening images with the
+// elf package.
+type realFiles struct{}
+
+func (realFiles) regular(path string) (bool, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false, err
+	}
+	return fi.Mode().IsRegular(), nil
+}
+
+func (realFiles) open(path string) (image, error) {
+	img, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+func (realFiles) isELF(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	var magic [4]byte
+	if _, err := io.ReadFull(f, magic[:]); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return false, nil
+		}
+		return false, err
+	}
+	return string(magic[:]) == "\x7fELF", nil
+}
+
+func (realFiles) close(img image) { closeImage(img) }
+
+// closeImage closes an image opened by realFiles.
+func closeImage(img image) {
+	if im, ok := img.(*elf.Image); ok {
+		im.Close()
+	}
+}
+
+// elfImage returns the *elf.Image behind img, nil for a fake.
+func elfImage(img image) *elf.Image {
+	im, _ := img.(*elf.Image)
+	return im
+}

@@ -1,0 +1,217 @@
+package ptrace
+
+import (
+	"fmt"
+	"io/fs"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// fakeImage is an ELF image whose first loadable segment is linked at
+// address 0 with file offset 0, as in a PIE or shared library.
+type fakeImage struct {
+	path    string
+	matches bool // whether BiasFor finds a segment
+}
+
+func (f *fakeImage) BiasFor(mapStart, fileOffset uint64) (uint64, bool) {
+	if !f.matches {
+		return 0, false
+	}
+	return mapStart - fileOffset, true
+}
+
+// fakeFiles is a file system of fake ELF and non-ELF files.
+type fakeFiles struct {
+	images     map[string]*fakeImage // open succeeds
+	notELF     map[string]bool       // open fails; no ELF magic
+	broken     map[string]bool       // open fails; ELF magic
+	nonRegular map[string]bool
+	statErr    map[string]error
+	opened     []string
+	closed     []string
+}
+
+func (f *fakeFiles) regular(path string) (bool, error) {
+	if err := f.statErr[path]; err != nil {
+		return false, err
+	}
+	return !f.nonRegular[path], nil
+}
+
+func (f *fakeFiles) open(path string) (image, error) {
+	f.opened = append(f.opened, path)
+	if img := f.images[path]; img != nil {
+		return img, nil
+	}
+	if f.notELF[path] {
+		return nil, fmt.Errorf("%s: bad magic number", path)
+	}
+	if f.broken[path] {
+		return nil, fmt.Errorf("%s: truncated section headers", path)
+	}
+	return nil, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+}
+
+func (f *fakeFiles) isELF(path string) (bool, error) {
+	switch {
+	case f.notELF[path]:
+		return false, nil
+	case f.broken[path]:
+		return true, nil
+	}
+	return false, fmt.Errorf("%s: %w", path, fs.ErrNotExist)
+}
+
+func (f *fakeFiles) close(img image) { f.closed = append(f.closed, img.(*fakeImage).path) }
+
+const fakeMaps = `00400000-00401000 r--p 00000000 08:01 11         /usr/lib/preload.so
+00401000-00402000 r-xp 00001000 08:01 11         /usr/lib/preload.so
+555555554000-555555555000 r--p 00000000 08:01 100        /usr/bin/prog
+555555555000-555555556000 r-xp 00001000 08:01 100        /usr/bin/prog
+555555557000-555555559000 rw-p 00002000 08:01 100        /usr/bin/prog
+555555559000-55555557a000 rw-p 00000000 00:00 0          [heap]
+7f0000000000-7f0000100000 r--p 00000000 08:01 200        /usr/lib/locale/locale-archive
+7f0000200000-7f0000228000 r--p 00000000 08:01 300        /usr/lib/x86_64-linux-gnu/libc.so.6
+7f0000228000-7f00003bd000 r-xp 00028000 08:01 300        /usr/lib/x86_64-linux-gnu/libc.so.6
+7f00003bd000-7f00003c1000 r--p 001bc000 08:01 300        /usr/lib/x86_64-linux-gnu/libc.so.6
+7f00003c1000-7f00003c3000 rw-p 001c0000 08:01 300        /usr/lib/x86_64-linux-gnu/libc.so.6
+7f00003c3000-7f00003d0000 rw-p 00000000 00:00 0 
+7f0000400000-7f0000401000 rw-s 00000000 00:01 400        /dev/zero (deleted)
+7f0000402000-7f0000403000 r-xp 00000000 00:01 401        /memfd:jit (deleted)
+7f0000404000-7f0000405000 r--p 00000000 08:01 500        /opt/app/libgone.so (deleted)
+7f0000405000-7f0000406000 r-xp 00001000 08:01 500        /opt/app/libgone.so (deleted)
+7f0000406000-7f0000407000 rw-s 00000000 00:05 600        /dev/nvidia0
+7f0000408000-7f0000409000 r--p 00000000 08:01 700        /opt/app/data.fifo
+7f000040a000-7f000040b000 r-xp 00000000 08:01 800        /opt/app/libbad.so
+7f000040c000-7f000040d000 r-xp 00001000 08:01 900        /opt/app/libpartial.so
+7f000040e000-7f000040f000 r--p 00000000 08:01 1000       /opt/other ns/lib space.so
+7f0000410000-7f0000411000 r--p 00000000 08:01 1100       /opt/app/libmismatch.so
+7f0000412000-7f0000413000 r--p 00000000 08:01 1200       /tmp/scratch (deleted)
+7f0000414000-7f0000415000 rw-p 00000000 00:0f 1300       anon_inode:[perf_event]
+7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0          [stack]
+7ffd000fe000-7ffd00100000 r-xp 00000000 00:00 0          [vdso]
+ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  [vsyscall]
+`
+
+func TestBuildModules(t *testing.T) {
+	maps, err := parseMaps(strings.NewReader(fakeMaps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(maps) != 27 {
+		t.Fatalf("parsed %d mappings, want 27", len(maps))
+	}
+	if m := maps[20]; m != (mapping{start: 0x7f000040e000, end: 0x7f000040f000, offset: 0, perms: "r--p", path: "/opt/other ns/lib space.so"}) {
+		t.Fatalf("mapping with a space: %+v", m)
+	}
+	if m := maps[11]; m.path != "" || m.start != 0x7f00003c3000 {
+		t.Fatalf("anonymous mapping: %+v", m)
+	}
+
+	img := func(path string) *fakeImage { return &fakeImage{path: path, matches: true} }
+	const tid = 42
+	gone := "/proc/42/map_files/7f0000404000-7f0000405000"
+	space := "/proc/42/map_files/7f000040e000-7f000040f000"
+	scratch := "/proc/42/map_files/7f0000412000-7f0000413000"
+	files := &fakeFiles{
+		images: map[string]*fakeImage{
+			"/usr/bin/prog":                       img("/usr/bin/prog"),
+			"/usr/lib/preload.so":                 img("/usr/lib/preload.so"),
+			"/usr/lib/x86_64-linux-gnu/libc.so.6": img("/usr/lib/x86_64-linux-gnu/libc.so.6"),
+			gone:                                  img(gone),
+			"/opt/app/libpartial.so":              img("/opt/app/libpartial.so"),
+			space:                                 img(space),
+			"/opt/app/libmismatch.so":             {path: "/opt/app/libmismatch.so"},
+		},
+		notELF:     map[string]bool{"/usr/lib/locale/locale-archive": true, scratch: true},
+		broken:     map[string]bool{"/opt/app/libbad.so": true},
+		nonRegular: map[string]bool{"/opt/app/data.fifo": true},
+		statErr: map[string]error{
+			"/opt/other ns/lib space.so": &fs.PathError{Op: "stat", Path: "/opt/other ns/lib space.so", Err: fs.ErrNotExist},
+		},
+	}
+	mods, warns := buildModules(groupMappings(maps, "/usr/bin/prog"), tid, files)
+
+	want := []moduleInfo{
+		{name: "/usr/bin/prog", file: "/usr/bin/prog", start: 0x555555554000, end: 0x555555559000, bias: 0x555555554000, img: files.images["/usr/bin/prog"]},
+		{name: "/usr/lib/preload.so", file: "/usr/lib/preload.so", start: 0x400000, end: 0x402000, bias: 0x400000, img: files.images["/usr/lib/preload.so"]},
+		{name: "/usr/lib/x86_64-linux-gnu/libc.so.6", file: "/usr/lib/x86_64-linux-gnu/libc.so.6", start: 0x7f0000200000, end: 0x7f00003c3000, bias: 0x7f0000200000, img: files.images["/usr/lib/x86_64-linux-gnu/libc.so.6"]},
+		{name: "/opt/app/libgone.so", file: gone, start: 0x7f0000404000, end: 0x7f0000406000, bias: 0x7f0000404000, img: files.images[gone]},
+		{name: "/opt/app/libbad.so", start: 0x7f000040a000, end: 0x7f000040b000},
+		{name: "/opt/app/libpartial.so", file: "/opt/app/libpartial.so", start: 0x7f000040c000, end: 0x7f000040d000, bias: 0x7f000040b000, img: files.images["/opt/app/libpartial.so"]},
+		{name: "/opt/other ns/lib space.so", file: space, start: 0x7f000040e000, end: 0x7f000040f000, bias: 0x7f000040e000, img: files.images[space]},
+		{name: "/opt/app/libmismatch.so", file: "/opt/app/libmismatch.so", start: 0x7f0000410000, end: 0x7f0000411000},
+	}
+	if !reflect.DeepEqual(mods, want) {
+		t.Errorf("modules:\n%s\nwant:\n%s", dumpModules(mods), dumpModules(want))
+	}
+	wantWarns := []string{
+		"module /opt/app/libgone.so: the file was deleted after it was mapped; reading it through /proc/42/map_files/7f0000404000-7f0000405000",
+		"module /opt/app/libbad.so: cannot be read: /opt/app/libbad.so: truncated section headers",
+		"module /opt/other ns/lib space.so: stat /opt/other ns/lib space.so: file does not exist; reading it through /proc/42/map_files/7f000040e000-7f000040f000",
+		"module /opt/app/libmismatch.so: the mapping at 0x7f0000410000 (file offset 0x0) matches no loadable segment of /opt/app/libmismatch.so; its symbols are not used",
+	}
+	if !reflect.DeepEqual(warns, wantWarns) {
+		t.Errorf("warnings:\n%q\nwant:\n%q", warns, wantWarns)
+	}
+	wantOpened := []string{
+		"/usr/bin/prog", "/usr/lib/preload.so", "/usr/lib/locale/locale-archive",
+		"/usr/lib/x86_64-linux-gnu/libc.so.6", gone, "/opt/app/libbad.so",
+		"/opt/app/libpartial.so", space, "/opt/app/libmismatch.so", scratch,
+	}
+	if !reflect.DeepEqual(files.opened, wantOpened) {
+		t.Errorf("opened:\n%q\nwant:\n%q", files.opened, wantOpened)
+	}
+	if want := []string{"/opt/app/libmismatch.so"}; !reflect.DeepEqual(files.closed, want) {
+		t.Errorf("closed %q, want %q", files.closed, want)
+	}
+}
+
+func dumpModules(mods []moduleInfo) string {
+	var b strings.Builder
+	for _, m := range mods {
+		fmt.Fprintf(&b, "  %s file=%s %#x-%#x bias=%#x img=%v\n", m.name, m.file, m.start, m.end, m.bias, m.img)
+	}
+	return b.String()
+}
+
+func TestGroupMappingsDeletedExecutable(t *testing.T) {
+	maps, err := parseMaps(strings.NewReader(`7f0000000000-7f0000001000 r--p 00000000 08:01 1 /usr/lib/libz.so.1
+7f0000001000-7f0000002000 r-xp 00001000 08:01 1 /usr/lib/libz.so.1
+7f0000010000-7f0000011000 r--p 00000000 08:01 2 /tmp/prog (deleted)
+7f0000011000-7f0000012000 r-xp 00001000 08:01 2 /tmp/prog (deleted)
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := groupMappings(maps, "/tmp/prog (deleted)")
+	var got []string
+	for _, g := range groups {
+		got = append(got, fmt.Sprintf("%s deleted=%v %#x-%#x first=%#x@%#x", g.name, g.deleted, g.start, g.end, g.first.start, g.first.offset))
+	}
+	want := []string{
+		"/tmp/prog deleted=true 0x7f0000010000-0x7f0000012000 first=0x7f0000010000@0x0",
+		"/usr/lib/libz.so.1 deleted=false 0x7f0000000000-0x7f0000002000 first=0x7f0000000000@0x0",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("groups %q, want %q", got, want)
+	}
+}
+
+func TestParseMapsErrors(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"zzz\n", `line 1: "zzz": too few fields`},
+		{"7f00-7f01 r--p 0 08:01\n", `line 1: "7f00-7f01 r--p 0 08:01": too few fields`},
+		{"7f00 r--p 0 08:01 1 /x\n", `line 1: "7f00 r--p 0 08:01 1 /x": bad address range`},
+		{"0-1 r--p 0 0:0 0\n7g00-7f01 r--p 0 08:01 1 /x\n", `line 2: "7g00-7f01 r--p 0 08:01 1 /x": start address: strconv.ParseUint: parsing "7g00": invalid syntax`},
+		{"7f00-7f01 r--p zz 08:01 1 /x\n", `line 1: "7f00-7f01 r--p zz 08:01 1 /x": offset: strconv.ParseUint: parsing "zz": invalid syntax`},
+	}
+	for _, tc := range tests {
+		_, err := parseMaps(strings.NewReader(tc.in))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("parseMaps(%q): %v, want %s", tc.in, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package ptrace
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// procStatus holds the fields of /proc/PID/status that attaching needs.
+type procStatus struct {
+	Name      string
+	State     string // as printed, e.g. "S (sleeping)"
+	Tgid      int
+	TracerPid int
+}
+
+// readStatus parses a /proc/.../status file.
+func readStatus(path string) (procStatus, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return procStatus{}, err
+	}
+	var st procStatus
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		val = strings.TrimSpace(val)
+		switch key {
+		case "Name":
+			st.Name = val
+		case "State":
+			st.State = val
+		case "Tgid":
+			st.Tgid, err = strconv.Atoi(val)
+		case "TracerPid":
+			st.TracerPid, err = strconv.Atoi(val)
+		}
+		if err != nil {
+			return procStatus{}, fmt.Errorf("%s: field %s: %w", path, key, err)
+		}
+	}
+	if st.State == "" {
+		return procStatus{}, fmt.Errorf("%s: no State field", path)
+	}
+	return st, nil
+}
+
+// stateLetter is the one-letter code of a State field ("S (sleeping)" → 'S').
+func (st procStatus) stateLetter() byte {
+	if st.State == "" {
+		return 0
+	}
+	return st.State[0]
+}
+
+// pfKthread is the kernel's PF_KTHREAD task flag, field 9 of /proc/PID/stat.
+const pfKthread = 0x00200000
+
+// isKernelThread reports whether /proc/PID/stat marks pid as a kernel thread.
+func isKernelThread(pid int) (bool, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false, err
+	}
+	// The command name is in parentheses and may itself contain spaces and
+	// parentheses: the fields start after the last ')'.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return false, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	// f[0] is field 3 (state); flags is field 9.
+	if len(f) < 7 {
+		return false, fmt.Errorf("/proc/%d/stat: %d fields, want at least 9", pid, len(f)+2)
+	}
+	flags, err := strconv.ParseUint(f[6], 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("/proc/%d/stat: flags: %w", pid, err)
+	}
+	return flags&pfKthread != 0, nil
+}
+
+// listTasks returns the thread ids in /proc/PID/task, ascending.
+func listTasks(pid int) ([]int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, err
+	}
+	tids := make([]int, 0, len(ents))
+	for _, e := range ents {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		tids = append(tids, tid)
+	}
+	sort.Ints(tids)
+	return tids, nil
+}
+
+// threadGone reports whether the thread tid of pid no longer exists or has
+// exited (zombie or dead), reading /proc/PID/task/TID/status.
+func threadGone(pid, tid int) bool {
+	st, err := readStatus(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	l := st.stateLetter()
+	return l == 'Z' || l == 'X'
+}
+
+// tracerOf describes the process that owns the tracing thread tracerTID
+// (TracerPid in /proc names a thread): its process id and command name.
+func tracerOf(tracerTID int) (pid int, name string) {
+	st, err := readStatus(fmt.Sprintf("/proc/%d/status", tracerTID))
+	if err != nil {
+		return tracerTID, ""
+	}
+	pid = st.Tgid
+	if pid == 0 {
+		pid = tracerTID
+	}
+	if pid != tracerTID {
+		if pst, err := readStatus(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+			return pid, pst.Name
+		}
+	}
+	return pid, st.Name
+}
+
+// capSysPtrace is the capability number of CAP_SYS_PTRACE.
+const capSysPtrace = 19
+
+// haveCapSysPtrace reports whether this process's effective capabilities
+// include CAP_SYS_PTRACE; ok is false when that cannot be read.
+func haveCapSysPtrace() (have, ok bool) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		val, found := strings.CutPrefix(line, "CapEff:")
+		if !found {
+			continue
+		}
+		caps, err := strconv.ParseUint(strings.TrimSpace(val), 16, 64)
+		if err != nil {
+			return false, false
+		}
+		return caps&(1<<capSysPtrace) != 0, true
+	}
+	return false, false
+}
+
+// yamaScopeFile is where the Yama LSM publishes kernel.yama.ptrace_scope.
+const yamaScopeFile = "/proc/sys/kernel/yama/ptrace_scope"
+
+// permissionHint explains why attaching may have been refused with EPERM
+// when no other tracer is present.
+func permissionHint() string {
+	var b strings.Builder
+	scope := ""
+	if data, err := os.ReadFile(yamaScopeFile); err == nil {
+		scope = strings.TrimSpace(string(data))
+	}
+	switch scope {
+	case "":
+		b.WriteString("there is no kernel.yama.ptrace_scope on this system, so the process probably belongs to another user, has changed its credentials or is not dumpable")
+	case "0":
+		b.WriteString("kernel.yama.ptrace_scope is 0, so the process probably belongs to another user, has changed its credentials or is not dumpable")
+	case "1":
+		b.WriteString("kernel.yama.ptrace_scope is 1, so only an ancestor of the process, or a process it allowed with prctl(PR_SET_PTRACER), may attach without CAP_SYS_PTRACE")
+	case "2":
+		b.WriteString("kernel.yama.ptrace_scope is 2, so only a process with CAP_SYS_PTRACE may attach")
+	case "3":
+		b.WriteString("kernel.yama.ptrace_scope is 3, so no process may attach until the next reboot")
+		return b.String()
+	default:
+		fmt.Fprintf(&b, "kernel.yama.ptrace_scope is %s", scope)
+	}
+	switch have, ok := haveCapSysPtrace(); {
+	case ok && have:
+		b.WriteString("; ompd-inspect has CAP_SYS_PTRACE, so a security module (SELinux, AppArmor) or a user namespace boundary may be refusing it")
+	case ok:
+		b.WriteString("; attaching needs CAP_SYS_PTRACE (for example running as root), which ompd-inspect does not have")
+	default:
+		b.WriteString("; attaching may need CAP_SYS_PTRACE (for example running as root)")
+	}
+	return b.String()
+}

@@ -1,0 +1,182 @@
+// Package ptrace reaches a live Linux x86-64 process: it stops every thread
+// with ptrace, reads registers, memory and the loaded ELF modules, and
+// detaches leaving the process as it was found.
+//
+// Attaching uses PTRACE_SEIZE and PTRACE_INTERRUPT rather than
+// PTRACE_ATTACH, so no SIGSTOP is ever sent: a running process runs on after
+// Close, a process stopped by job control stays stopped, and if ompd-inspect
+// dies (even by SIGKILL) the kernel detaches and the process keeps running.
+//
+// Callers must `defer p.Close()` right after Attach and recover panics in
+// the goroutine that holds the Process, so that a failure detaches cleanly;
+// a CLI should also call DetachOnSignals.
+package ptrace
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ompd-inspect/ompd-inspect/target"
+)
+
+// Options tunes Attach. The zero value is ready to use.
+type Options struct {
+	// StopTries bounds how many times Attach polls a thread for its stop
+	// before giving up on the process (a thread in uninterruptible sleep
+	// does not stop until it wakes). Zero means DefaultStopTries.
+	StopTries int
+	// StopInterval is the pause between polling rounds in which no thread
+	// stopped. Zero means DefaultStopInterval.
+	StopInterval time.Duration
+
+	// afterSeize, when set (by tests), runs on the tracing thread after a
+	// thread has been seized and before it is interrupted.
+	afterSeize func(tid int)
+}
+
+// Defaults for Options: 6000 polls 500µs apart wait at least three seconds
+// for a thread to stop.
+const (
+	// DefaultStopTries is the StopTries used when Options leaves it zero.
+	DefaultStopTries = 6000
+	// DefaultStopInterval is the StopInterval used when Options leaves it
+	// zero.
+	DefaultStopInterval = 500 * time.Microsecond
+)
+
+// maxAttachRounds bounds how often Attach re-reads the task list when new
+// threads keep appearing.
+const maxAttachRounds = 1000
+
+// Process is a live process stopped under ptrace. It implements
+// target.Target. Its methods may be called from any goroutine.
+type Process struct {
+	pid        int
+	wasStopped bool
+	tr         *tracer
+
+	// Owned by the tracing thread until Attach returns, read-only after.
+	tstate map[int]*threadState // by TID
+	gone   map[int]bool         // TIDs dropped while attaching
+
+	threads  []target.Thread
+	modules  []*target.Module
+	images   []image // opened images, closed by Close
+	warnings []string
+
+	mem   *memReader
+	cache *target.MemCache
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Compile-time checks that Process provides what target needs.
+var (
+	_ target.Target     = (*Process)(nil)
+	_ target.PageReader = (*Process)(nil)
+)
+
+// AlreadyTracedError reports that another tracer (a debugger, strace, or
+// another ompd-inspect) already traces the process. It unwraps to EPERM.
+type AlreadyTracedError struct {
+	// PID is the process Attach was asked for.
+	PID int
+	// TracerPID is the process that owns the tracing thread.
+	TracerPID int
+	// TracerName is that process's command name, empty when unknown.
+	TracerName string
+}
+
+// Error returns "process N is already traced by process M (name)".
+func (e *AlreadyTracedError) Error() string {
+	if e.TracerName == "" {
+		return fmt.Sprintf("process %d is already traced by process %d", e.PID, e.TracerPID)
+	}
+	return fmt.Sprintf("process %d is already traced by process %d (%s)", e.PID, e.TracerPID, e.TracerName)
+}
+
+// Unwrap returns the EPERM that PTRACE_SEIZE failed with.
+func (e *AlreadyTracedError) Unwrap() error { return unix.EPERM }
+
+// PID returns the process id.
+func (p *Process) PID() int { return p.pid }
+
+// WasStopped reports whether the process was stopped by job control
+// (/proc state T) before Attach; Close leaves it stopped then.
+func (p *Process) WasStopped() bool { return p.wasStopped }
+
+// Threads lists the stopped threads with their registers, the main thread
+// first when it still exists, then by ascending TID.
+func (p *Process) Threads() []target.Thread {
+	return append([]target.Thread(nil), p.threads...)
+}
+
+// Modules lists the ELF files mapped into the process, the executable
+// first, then by address. Their Images are closed by Close.
+func (p *Process) Modules() []*target.Module {
+	return append([]*target.Module(nil), p.modules...)
+}
+
+// Warnings lists what Attach noticed and worked around: threads that exited
+// while attaching, deleted or unreadable module files.
+func (p *Process) Warnings() []string {
+	return append([]string(nil), p.warnings...)
+}
+
+// ReadMemory fills buf from the process's memory at addr through the page
+// cache. It fails with an error wrapping target.ErrUnmapped when any byte
+// is unreadable, and after Close.
+func (p *Process) ReadMemory(addr uint64, buf []byte) error {
+	if p.closed.Load() {
+		return fmt.Errorf("process %d: reading %d bytes at %#x: %w", p.pid, len(buf), addr, errClosed)
+	}
+	if err := p.cache.ReadMemory(addr, buf); err != nil {
+		return fmt.Errorf("process %d: %w", p.pid, err)
+	}
+	return nil
+}
+
+// ReadPages reads len(buf) bytes at addr straight from the process,
+// bypassing the cache (it implements target.PageReader). It returns how
+// many bytes were read; when fewer than asked, the error says why and wraps
+// target.ErrUnmapped if the rest is not mapped.
+func (p *Process) ReadPages(addr uint64, buf []byte) (int, error) {
+	if p.closed.Load() {
+		return 0, fmt.Errorf("process %d: reading %d bytes at %#x: %w", p.pid, len(buf), addr, errClosed)
+	}
+	return p.mem.ReadPages(addr, buf)
+}
+
+// errClosed is wrapped by reads after Close.
+var errClosed = errors.New("detached from the process")
+
+// Close detaches from every thread and releases the module images. It
+// leaves the process as Attach found it: running, or still stopped when it
+// was stopped by job control, with any signal a thread received while being
+// attached delivered again. Close is idempotent and may be called from any
+// goroutine; later calls return the first call's result.
+func (p *Process) Close() error {
+	p.closeOnce.Do(func() {
+		p.closed.Store(true)
+		var errs []error
+		p.tr.do(func() { errs = p.detachAll() })
+		if err := p.tr.stop(); err != nil {
+			errs = append(errs, fmt.Errorf("process %d: detaching: %w", p.pid, err))
+		}
+		for _, img := range p.images {
+			closeImage(img)
+		}
+		if err := p.mem.close(); err != nil {
+			errs = append(errs, err)
+		}
+		p.closeErr = errors.Join(errs...)
+	})
+	return p.closeErr
+}
