@@ -1,0 +1,494 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+)
+
+// These tests run ompd-inspect's command line in-process on the fixture
+// programs of testdata/, live and from cores written by gcore and by the
+// kernel, and assert exact values: which OS threads, team sizes,
+// functions, file:line, states and ICV values.
+
+// source is one way of looking at a fixture's state.
+type source string
+
+const (
+	live   source = "live"
+	gcore  source = "gcore"
+	kernel source = "kernel core"
+)
+
+var allSources = []source{live, gcore, kernel}
+
+// cli runs ompd-inspect with args and returns stdout, stderr and the exit
+// code.
+func cli(args ...string) (string, string, int) {
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// reportOf runs a --json view and decodes the report.
+func reportOf(t *testing.T, args ...string) *inspect.Report {
+	t.Helper()
+	out, errs, code := cli(append(args, "--json")...)
+	if code != 0 {
+		t.Fatalf("ompd-inspect %s: exit %d: %s", strings.Join(args, " "), code, errs)
+	}
+	var r inspect.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("ompd-inspect %s: bad JSON: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return &r
+}
+
+// state gets a fixture into its announced state as src and returns its
+// report and READY values.
+func state(t *testing.T, name string, src source, env ...string) (*inspect.Report, fixture.Ready) {
+	t.Helper()
+	opts := fixture.StartOptions{Env: env}
+	switch src {
+	case kernel:
+		path, ready := fixture.KernelCore(t, name, opts)
+		return reportOf(t, "core", path), ready
+	case gcore:
+		p := fixture.Start(t, name, opts)
+		path := p.Gcore(t)
+		assertRunning(t, p)
+		return reportOf(t, "core", path), p.Ready
+	default:
+		p := fixture.Start(t, name, opts)
+		r := reportOf(t, "attach", strconv.Itoa(p.PID))
+		assertRunning(t, p)
+		return r, p.Ready
+	}
+}
+
+// assertRunning fails when any thread of p is left stopped or traced.
+func assertRunning(t *testing.T, p *fixture.Process) {
+	t.Helper()
+	if stopped := p.StoppedThreads(t); len(stopped) != 0 {
+		t.Fatalf("threads %v of process %d are left stopped or traced", stopped, p.PID)
+	}
+}
+
+func threadOf(t *testing.T, r *inspect.Report, tid int) inspect.Thread {
+	t.Helper()
+	for _, th := range r.Threads {
+		if th.OSTID == tid {
+			return th
+		}
+	}
+	t.Fatalf("thread %d not in report (threads: %+v)", tid, r.Threads)
+	return inspect.Thread{}
+}
+
+func regionByID(t *testing.T, r *inspect.Report, id string) inspect.Region {
+	t.Helper()
+	for _, reg := range r.Regions {
+		if reg.ID == id {
+			return reg
+		}
+	}
+	t.Fatalf("region %s not in report", id)
+	return inspect.Region{}
+}
+
+func taskByID(t *testing.T, r *inspect.Report, id string) inspect.Task {
+	t.Helper()
+	for _, k := range r.Tasks {
+		if k.ID == id {
+			return k
+		}
+	}
+	t.Fatalf("task %s not in report", id)
+	return inspect.Task{}
+}
+
+// loc is the location ompd-inspect must give for marker in file: the
+// compiler records the source path it was given, so only the file name and
+// line are compared exactly.
+func loc(t *testing.T, file, marker string) string {
+	return file + ":" + strconv.Itoa(fixture.SourceLine(t, file, marker))
+}
+
+func sameLoc(got, want string) bool {
+	return got == want || strings.HasSuffix(got, "/"+want)
+}
+
+func str(p *string) string {
+	if p == nil {
+		return "<null>"
+	}
+	return *p
+}
+
+// ints parses a READY list value such as "441,444"; a malformed one reads
+// as no threads, which fails the assertion that uses it.
+func ints(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return nil
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func forEachSource(t *testing.T, f func(t *testing.T, src source)) {
+	for _, src := range allSources {
+		t.Run(strings.ReplaceAll(string(src), " ", "_"), func(t *testing.T) { f(t, src) })
+	}
+}
+
+func TestNestedRegions(t *testing.T) {
+	forEachSource(t, func(t *testing.T, src source) {
+		r, ready := state(t, "nested", src, "OMP_DEBUG=enabled")
+		if !r.Runtime.StateTracking || len(r.Runtime.NeedsStateTracking) != 0 {
+			t.Errorf("state tracking = %v, needs %v; want on, nothing missing", r.Runtime.StateTracking, r.Runtime.NeedsStateTracking)
+		}
+		if r.Runtime.LayoutSource != "ompd-symbols" || filepath.Base(r.Runtime.Library) != "libomp.so" {
+			t.Errorf("runtime = %+v", r.Runtime)
+		}
+		if len(r.Threads) != 9 || len(r.Regions) != 4 {
+			t.Fatalf("%d threads, %d regions; want 9 and 4: %+v", len(r.Threads), len(r.Regions), r.Regions)
+		}
+		innermost := ints(ready["innermost"])
+		// The innermost region: the current region of its spinning threads.
+		inner := regionByID(t, r, str(threadOf(t, r, innermost[0]).Region))
+		middleA := regionByID(t, r, str(inner.Parent))
+		outer := regionByID(t, r, str(middleA.Parent))
+		middleB := regionByID(t, r, str(threadOf(t, r, ints(ready["middle_b"])[2]).Region))
+		want := []struct {
+			name     string
+			reg      inspect.Region
+			level    int
+			tids     string
+			marker   string
+			function string
+		}{
+			{"outer", outer, 1, ready["outer"], "outer", "main.omp_outlined"},
+			{"middle_a", middleA, 2, ready["middle_a"], "middle", "outer_body.omp_outlined"},
+			{"middle_b", middleB, 2, ready["middle_b"], "middle", "outer_body.omp_outlined"},
+			{"innermost", inner, 3, ready["innermost"], "inner", "innermost_region.omp_outlined"},
+		}
+		for _, w := range want {
+			if w.reg.Level != w.level || w.reg.TeamSize != len(ints(w.tids)) || !equalInts(w.reg.Threads, ints(w.tids)) {
+				t.Errorf("%s: level %d, team of %d, threads %v; want level %d, threads %s",
+					w.name, w.reg.Level, w.reg.TeamSize, w.reg.Threads, w.level, w.tids)
+			}
+			if !sameLoc(w.reg.Location, loc(t, "nested.c", w.marker)) || w.reg.Function != w.function {
+				t.Errorf("%s: at %s in %s; want %s in %s", w.name, w.reg.Location, w.reg.Function, loc(t, "nested.c", w.marker), w.function)
+			}
+		}
+		if outer.Parent != nil || str(middleB.Parent) != outer.ID {
+			t.Errorf("outer's parent %s, middle_b's parent %s; want none and %s", str(outer.Parent), str(middleB.Parent), outer.ID)
+		}
+		states := map[string]string{}
+		for _, k := range []string{"spinning", "straggler"} {
+			for _, tid := range ints(ready[k]) {
+				states[strconv.Itoa(tid)] = "work_parallel"
+			}
+		}
+		for _, tid := range ints(ready["implicit_barrier"]) {
+			states[strconv.Itoa(tid)] = "wait_barrier_implicit_parallel"
+		}
+		for _, tid := range ints(ready["explicit_barrier"]) {
+			states[strconv.Itoa(tid)] = "wait_barrier_explicit"
+		}
+		for tidS, st := range states {
+			tid, _ := strconv.Atoi(tidS)
+			if th := threadOf(t, r, tid); str(th.State) != st {
+				t.Errorf("thread %d: state %s; want %s", tid, str(th.State), st)
+			}
+		}
+		// Every thread's current region and thread number.
+		for _, w := range want[1:] {
+			for num, tid := range ints(w.tids) {
+				th := threadOf(t, r, tid)
+				if w.name == "middle_a" && num == 1 {
+					continue // it encountered the innermost region: its region is that one
+				}
+				if str(th.Region) != w.reg.ID || th.ThreadNum == nil || *th.ThreadNum != num {
+					t.Errorf("thread %d: region %s, thread_num %v; want %s (%s), %d", tid, str(th.Region), th.ThreadNum, w.reg.ID, w.name, num)
+				}
+			}
+		}
+		// team-size-var and levels-var of each region.
+		for _, w := range want {
+			if got := icv(t, r, "team-size-var", w.reg.ID); got != float64(len(ints(w.tids))) {
+				t.Errorf("%s: team-size-var %v", w.name, got)
+			}
+			if got := icv(t, r, "levels-var", w.reg.ID); got != float64(w.level) {
+				t.Errorf("%s: levels-var %v", w.name, got)
+			}
+		}
+		if got := icv(t, r, "active-levels-var", inner.ID); got != float64(3) {
+			t.Errorf("innermost: active-levels-var %v; want 3", got)
+		}
+	})
+}
+
+// icv returns the value of ICV name owned by owner (nil: address space).
+func icv(t *testing.T, r *inspect.Report, name string, owner any) any {
+	t.Helper()
+	for _, v := range r.ICVs {
+		if v.Name != name {
+			continue
+		}
+		switch o := v.Owner.(type) {
+		case nil:
+			if owner == nil {
+				return v.Value
+			}
+		case float64:
+			if n, ok := owner.(int); ok && float64(n) == o {
+				return v.Value
+			}
+		case string:
+			if s, ok := owner.(string); ok && s == o {
+				return v.Value
+			}
+		}
+	}
+	t.Fatalf("ICV %s of %v not in report", name, owner)
+	return nil
+}
+
+func TestTasks(t *testing.T) {
+	forEachSource(t, func(t *testing.T, src source) {
+		r, ready := state(t, "tasks", src, "OMP_DEBUG=enabled")
+		producer, depOut, final := ready.Int(t, "producer"), ready.Int(t, "dep_out"), ready.Int(t, "final")
+		region := str(threadOf(t, r, producer).Region)
+		if reg := regionByID(t, r, region); reg.TeamSize != 3 || !sameLoc(reg.Location, loc(t, "tasks.c", "parallel")) {
+			t.Fatalf("region: %+v", reg)
+		}
+		implicit := taskByID(t, r, str(threadOf(t, r, producer).Task))
+		if implicit.Kind != "implicit" || implicit.Status != "running" || str(implicit.Region) != region {
+			t.Errorf("producer's task: %+v", implicit)
+		}
+		// dep_out: untied, running on its thread.
+		dep := taskByID(t, r, str(threadOf(t, r, depOut).Task))
+		if dep.Kind != "explicit" || dep.Status != "running" || dep.Thread == nil || *dep.Thread != depOut ||
+			!sameLoc(dep.Location, loc(t, "tasks.c", "task_dep_out")) || strings.Join(dep.Flags, ",") != "untied" ||
+			str(dep.Parent) != implicit.ID {
+			t.Errorf("dep_out task: %+v", dep)
+		}
+		// child of the final task: running, final (inherited) and undeferred;
+		// its parent, the final task, is suspended.
+		child := taskByID(t, r, str(threadOf(t, r, final).Task))
+		if !sameLoc(child.Location, loc(t, "tasks.c", "task_child")) || strings.Join(child.Flags, ",") != "final,undeferred" {
+			t.Errorf("child task: %+v", child)
+		}
+		fin := taskByID(t, r, str(child.Parent))
+		if !sameLoc(fin.Location, loc(t, "tasks.c", "task_final")) || fin.Status != "suspended" ||
+			strings.Join(fin.Flags, ",") != "final" || str(fin.Parent) != implicit.ID {
+			t.Errorf("final task: %+v", fin)
+		}
+		// The queued tasks, by construct.
+		queued := map[string]int{}
+		for _, k := range r.Tasks {
+			if k.Status != "queued" {
+				continue
+			}
+			if k.Thread != nil || k.Kind != "explicit" {
+				t.Errorf("queued task %+v", k)
+			}
+			key := filepath.Base(k.Location) + " " + strings.Join(k.Flags, ",") + " parent=" + str(k.Parent)
+			queued[key]++
+		}
+		wantQueued := map[string]int{
+			loc(t, "tasks.c", "task_queued") + "  parent=" + implicit.ID:              3,
+			loc(t, "tasks.c", "task_queued_untied") + " untied parent=" + implicit.ID: 1,
+			loc(t, "tasks.c", "task_queued_child") + "  parent=" + dep.ID:            1,
+		}
+		if fmt.Sprint(queued) != fmt.Sprint(wantQueued) || ready.Int(t, "queued_ready") != 5 {
+			t.Errorf("queued tasks %v; want %v", queued, wantQueued)
+		}
+		if got := icv(t, r, "final-task-var", child.ID); got != float64(1) {
+			t.Errorf("final-task-var of the child: %v", got)
+		}
+		if got := icv(t, r, "implicit-task-var", dep.ID); got != float64(0) {
+			t.Errorf("implicit-task-var of dep_out: %v", got)
+		}
+	})
+}
+
+func TestBarrierNeverReached(t *testing.T) {
+	forEachSource(t, func(t *testing.T, src source) {
+		r, ready := state(t, "barrier", src, "OMP_DEBUG=enabled")
+		members := []int{ready.Int(t, "t0"), ready.Int(t, "t1"), ready.Int(t, "t2"), ready.Int(t, "t3")}
+		reg := regionByID(t, r, str(threadOf(t, r, members[0]).Region))
+		if reg.TeamSize != 4 || !equalInts(reg.Threads, members) || !sameLoc(reg.Location, loc(t, "barrier.c", "parallel")) {
+			t.Errorf("region %+v", reg)
+		}
+		for i, tid := range members {
+			want := "wait_barrier_explicit"
+			if i == 3 {
+				want = "work_parallel"
+			}
+			if th := threadOf(t, r, tid); str(th.State) != want || th.ThreadNum == nil || *th.ThreadNum != i {
+				t.Errorf("thread %d (num %d): state %s; want %s", tid, i, str(th.State), want)
+			}
+		}
+	})
+}
+
+func TestLockWait(t *testing.T) {
+	forEachSource(t, func(t *testing.T, src source) {
+		r, ready := state(t, "lock", src, "OMP_DEBUG=enabled")
+		// The wait id is the runtime's internal lock object, not the
+		// omp_lock_t's address (see the issue note): only its presence is
+		// asserted here.
+		for _, tid := range ints(ready["waiters"]) {
+			th := threadOf(t, r, tid)
+			if str(th.State) != "wait_lock" || th.WaitID == nil || *th.WaitID == 0 {
+				t.Errorf("waiter %d: state %s, wait id %v; want wait_lock with a wait id", tid, str(th.State), th.WaitID)
+			}
+		}
+		if th := threadOf(t, r, ready.Int(t, "holder")); str(th.State) != "work_parallel" {
+			t.Errorf("holder: state %s", str(th.State))
+		}
+	})
+}
+
+// icvEnv sets ICVs through the environment; icvs.c sets others through
+// the API.
+var icvEnv = []string{"OMP_DEBUG=enabled", "OMP_NUM_THREADS=6,3", "OMP_PROC_BIND=spread,close", "OMP_THREAD_LIMIT=12",
+	"OMP_STACKSIZE=4M", "OMP_CANCELLATION=true", "OMP_MAX_TASK_PRIORITY=7", "OMP_DISPLAY_AFFINITY=false", "OMP_DEFAULT_DEVICE=0"}
+
+func TestICVs(t *testing.T) {
+	forEachSource(t, func(t *testing.T, src source) {
+		r, ready := state(t, "icvs", src, icvEnv...)
+		tid := ready.Int(t, "t0")
+		th := threadOf(t, r, tid)
+		task, region := str(th.Task), str(th.Region)
+		want := []struct {
+			name  string
+			owner any
+			value any
+		}{
+			{"dyn-var", tid, float64(ready.Int(t, "dynamic"))},
+			{"nthreads-var", tid, float64(ready.Int(t, "max_threads"))},
+			{"thread-num-var", tid, float64(ready.Int(t, "thread_num"))},
+			{"default-device-var", tid, float64(ready.Int(t, "default_device"))},
+			{"run-sched-var", task, ready["schedule_kind_name"] + "," + ready["schedule_chunk"]},
+			{"thread-limit-var", task, float64(ready.Int(t, "thread_limit"))},
+			{"max-active-levels-var", task, float64(ready.Int(t, "max_active_levels"))},
+			{"bind-var", task, float64(ready.Int(t, "proc_bind"))},
+			{"levels-var", region, float64(ready.Int(t, "level"))},
+			{"active-levels-var", region, float64(ready.Int(t, "active_level"))},
+			{"team-size-var", region, float64(ready.Int(t, "team_size"))},
+			{"stacksize-var", nil, float64(ready.Int(t, "stacksize"))},
+			{"cancel-var", nil, float64(ready.Int(t, "cancellation"))},
+			{"max-task-priority-var", nil, float64(ready.Int(t, "max_task_priority"))},
+			{"num-procs-var", nil, float64(ready.Int(t, "num_procs"))},
+			{"debug-var", nil, float64(1)},
+			{"display-affinity-var", nil, float64(0)},
+			{"tool-libraries-var", nil, ""},
+		}
+		for _, w := range want {
+			if got := icv(t, r, w.name, w.owner); got != w.value {
+				t.Errorf("%s: %#v; want %#v", w.name, got, w.value)
+			}
+		}
+		if ready["schedule_kind_name"] != "guided" || ready["schedule_chunk"] != "5" || ready["thread_limit"] != "12" {
+			t.Errorf("fixture did not set the ICVs it should: %v", ready)
+		}
+		// The runtime writes its display block in __kmp_do_serial_initialize
+		// before it reads the environment, so the block holds the
+		// defaults, whatever the program set (a runtime defect, see
+		// docs/compatibility.md). ompd-inspect reports what the runtime holds.
+		envs := map[string]string{}
+		for _, v := range r.ControlVars {
+			envs[v.Name] = v.Value
+		}
+		if len(r.ControlVars) < 50 || envs["OMP_THREAD_LIMIT"] != "0" || envs["OMP_CANCELLATION"] != "false" ||
+			envs["KMP_BLOCKTIME"] != "200ms" || envs["OMP_MAX_ACTIVE_LEVELS"] == "" {
+			t.Errorf("control vars (%d): OMP_THREAD_LIMIT=%q OMP_CANCELLATION=%q KMP_BLOCKTIME=%q", len(r.ControlVars),
+				envs["OMP_THREAD_LIMIT"], envs["OMP_CANCELLATION"], envs["KMP_BLOCKTIME"])
+		}
+	})
+}
+
+// Without OMP_DEBUG=enabled, states and frames are not tracked: the report
+// says so and everything else is the same.
+func TestWithoutStateTracking(t *testing.T) {
+	p := fixture.Start(t, "nested", fixture.StartOptions{})
+	r := reportOf(t, "attach", strconv.Itoa(p.PID))
+	assertRunning(t, p)
+	if r.Runtime.StateTracking {
+		t.Fatalf("state tracking on without OMP_DEBUG")
+	}
+	wantMissing := "threads[].state threads[].wait_id tasks[].exit_frame tasks[].enter_frame"
+	if got := strings.Join(r.Runtime.NeedsStateTracking, " "); got != wantMissing || !strings.Contains(r.Runtime.Hint, "OMP_DEBUG=enabled") {
+		t.Errorf("needs_state_tracking %q, hint %q", got, r.Runtime.Hint)
+	}
+	levels := []int{}
+	for _, reg := range r.Regions {
+		levels = append(levels, reg.Level*10+reg.TeamSize)
+	}
+	sort.Ints(levels)
+	if fmt.Sprint(levels) != "[12 23 23 34]" {
+		t.Errorf("regions (level*10+team size) %v; want [12 23 23 34]", levels)
+	}
+	for _, th := range r.Threads {
+		if th.State != nil || th.WaitID != nil || th.GTID == nil {
+			t.Errorf("thread %d: state %v wait %v gtid %v", th.OSTID, th.State, th.WaitID, th.GTID)
+		}
+	}
+	out, errs, code := cli("attach", strconv.Itoa(p.PID))
+	if code != 0 || !strings.Contains(out, "tracking  off (start with OMP_DEBUG=enabled for states, wait ids and task frames)") ||
+		!strings.Contains(out, "(state not tracked)") {
+		t.Errorf("summary without tracking (exit %d, %s):\n%s", code, errs, out)
+	}
+	assertRunning(t, p)
+}
+
+// The text summary: counts, grouping and the region tree.
+func TestSummaryText(t *testing.T) {
+	p := fixture.Start(t, "barrier", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}})
+	out, errs, code := cli("attach", strconv.Itoa(p.PID))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	assertRunning(t, p)
+	members := fmt.Sprintf("%s %s %s %s", p.Ready["t0"], p.Ready["t1"], p.Ready["t2"], p.Ready["t3"])
+	first3 := strings.ReplaceAll(p.Ready["waiting"], ",", " ")
+	for _, want := range []string{
+		"counts    4 threads (4 OpenMP), 1 parallel regions,",
+		"3  wait_barrier_explicit",
+		"tids " + first3 + "\n",
+		"- level 1  team of 4  ",
+		"barrier.c:" + strconv.Itoa(fixture.SourceLine(t, "barrier.c", "parallel")) + "  main.omp_outlined",
+		"threads " + members + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
