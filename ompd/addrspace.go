@@ -23,7 +23,6 @@ type AddressSpace struct {
 	threads   []*Thread // every OpenMP thread, by gtid
 	byPthread map[uint64]*Thread
 	walkErr   error
-
 }
 
 // ProcessInitialize creates the address space handle of a process whose

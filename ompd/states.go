@@ -10,27 +10,27 @@ type State uint64
 
 // The OMPT thread states, with their OpenMP 5.1 values.
 const (
-	StateWorkSerial                  State = 0x000
-	StateWorkParallel                State = 0x001
-	StateWorkReduction               State = 0x002
-	StateWaitBarrier                 State = 0x010
-	StateWaitBarrierImplicitParallel State = 0x011
+	StateWorkSerial                   State = 0x000
+	StateWorkParallel                 State = 0x001
+	StateWorkReduction                State = 0x002
+	StateWaitBarrier                  State = 0x010
+	StateWaitBarrierImplicitParallel  State = 0x011
 	StateWaitBarrierImplicitWorkshare State = 0x012
-	StateWaitBarrierImplicit         State = 0x013
-	StateWaitBarrierExplicit         State = 0x014
-	StateWaitTaskwait                State = 0x020
-	StateWaitTaskgroup               State = 0x021
-	StateWaitMutex                   State = 0x040
-	StateWaitLock                    State = 0x041
-	StateWaitCritical                State = 0x042
-	StateWaitAtomic                  State = 0x043
-	StateWaitOrdered                 State = 0x044
-	StateWaitTarget                  State = 0x080
-	StateWaitTargetMap               State = 0x081
-	StateWaitTargetUpdate            State = 0x082
-	StateIdle                        State = 0x100
-	StateOverhead                    State = 0x101
-	StateUndefined                   State = 0x102
+	StateWaitBarrierImplicit          State = 0x013
+	StateWaitBarrierExplicit          State = 0x014
+	StateWaitTaskwait                 State = 0x020
+	StateWaitTaskgroup                State = 0x021
+	StateWaitMutex                    State = 0x040
+	StateWaitLock                     State = 0x041
+	StateWaitCritical                 State = 0x042
+	StateWaitAtomic                   State = 0x043
+	StateWaitOrdered                  State = 0x044
+	StateWaitTarget                   State = 0x080
+	StateWaitTargetMap                State = 0x081
+	StateWaitTargetUpdate             State = 0x082
+	StateIdle                         State = 0x100
+	StateOverhead                     State = 0x101
+	StateUndefined                    State = 0x102
 )
 
 // stateNames lists the states in the order ompd_enumerate_states gives.

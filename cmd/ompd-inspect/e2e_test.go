@@ -324,7 +324,7 @@ func TestTasks(t *testing.T) {
 		wantQueued := map[string]int{
 			loc(t, "tasks.c", "task_queued") + "  parent=" + implicit.ID:              3,
 			loc(t, "tasks.c", "task_queued_untied") + " untied parent=" + implicit.ID: 1,
-			loc(t, "tasks.c", "task_queued_child") + "  parent=" + dep.ID:            1,
+			loc(t, "tasks.c", "task_queued_child") + "  parent=" + dep.ID:             1,
 		}
 		if fmt.Sprint(queued) != fmt.Sprint(wantQueued) || ready.Int(t, "queued_ready") != 5 {
 			t.Errorf("queued tasks %v; want %v", queued, wantQueued)

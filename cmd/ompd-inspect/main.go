@@ -156,13 +156,17 @@ func inspectProcess(pid int) (*inspect.Report, error) {
 	stop := p.DetachOnSignals()
 	defer stop()
 	defer p.Close()
+	if os.Getenv("OMPD_INSPECT_PAUSE_ATTACHED") != "" {
+		// For tests: hold the target stopped until a signal arrives.
+		fmt.Fprintf(os.Stderr, "ompd-inspect: attached to process %d; waiting for a signal\n", pid)
+		select {}
+	}
 	rep, err := inspect.Build(p, inspect.Source{Kind: "process"})
 	if cerr := p.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("detaching from process %d: %w", pid, cerr)
 	}
 	return rep, err
 }
-
 
 func show(w io.Writer, rep *inspect.Report, view string, vf viewFlags) error {
 	icvs := rep.ICVs

@@ -13,8 +13,9 @@ import (
 var ErrNotOpenMP = errors.New("not an OpenMP program")
 
 // FindRuntime returns the module that holds LLVM's OpenMP runtime: the one
-// defining __kmpc_fork_call and __kmp_threads. GNU libgomp and a target
-// without any OpenMP runtime give errors that say so.
+// that defines __kmpc_fork_call (LLVM's runtime also defines the GOMP_*
+// entry points of its libgomp compatibility layer). GNU libgomp and a
+// target without any OpenMP runtime give errors that say so.
 func FindRuntime(t target.Target) (*target.Module, error) {
 	var gomp *target.Module
 	for _, m := range t.Modules() {
@@ -22,9 +23,7 @@ func FindRuntime(t target.Target) (*target.Module, error) {
 			continue
 		}
 		if _, ok := m.Image.Symbol("__kmpc_fork_call"); ok {
-			if _, ok := m.Image.Symbol("__kmp_threads"); ok {
-				return m, nil
-			}
+			return m, nil
 		}
 		if _, ok := m.Image.Symbol("GOMP_parallel"); ok && gomp == nil {
 			gomp = m

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+)
+
+// wantError runs ompd-inspect and asserts exit code 1 and exactly one
+// line on stderr equal to want, and nothing on stdout.
+func wantError(t *testing.T, want string, args ...string) {
+	t.Helper()
+	out, errs, code := cli(args...)
+	if code != 1 || out != "" || errs != want+"\n" {
+		t.Errorf("ompd-inspect %s:\n exit %d, stdout %q\n stderr %q\n want stderr %q", strings.Join(args, " "), code, out, errs, want+"\n")
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.txt")
+	os.WriteFile(text, []byte("not a core\n"), 0o644)
+
+	wantError(t, `ompd-inspect: "abc" is not a process id`, "attach", "abc")
+	wantError(t, `ompd-inspect: unknown view "stacks" (views: summary, threads, regions, tasks, icvs, env)`, "attach", "1", "stacks")
+	wantError(t, "ompd-inspect: process 4194303: no such process", "attach", "4194303")
+	wantError(t, "ompd-inspect: "+text+": not an ELF file", "core", text)
+	exe := fixture.Exe(t, "plain")
+	wantError(t, "ompd-inspect: "+exe+": not a core file (ELF type ET_DYN)", "core", exe)
+	wantError(t, "ompd-inspect: opening core: open "+filepath.Join(dir, "missing")+": no such file or directory", "core", filepath.Join(dir, "missing"))
+}
+
+func TestNotOpenMP(t *testing.T) {
+	p := fixture.Start(t, "plain", fixture.StartOptions{})
+	wantError(t, "ompd-inspect: not an OpenMP program: no OpenMP runtime (libomp, libiomp5) is loaded", "attach", strconv.Itoa(p.PID))
+	assertRunning(t, p)
+}
+
+func TestStrippedRuntime(t *testing.T) {
+	p := fixture.Start(t, "nested", fixture.StartOptions{Stripped: true})
+	wantError(t, "ompd-inspect: the OpenMP runtime /usr/lib/llvm-19/lib/libomp.so.5 has no OMPD layout symbols (ompd_sizeof__*, ompd_access__*): "+
+		"it was built without OMPD support or stripped (Debian's libomp is). Run the program with a libomp built with -DLIBOMP_OMPD_SUPPORT=ON "+
+		"that keeps its symbols, e.g. the one scripts/setup.sh builds, through LD_LIBRARY_PATH", "attach", strconv.Itoa(p.PID))
+	assertRunning(t, p)
+}
+
+func TestAlreadyTraced(t *testing.T) {
+	p := fixture.Start(t, "barrier", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}})
+	gdb := exec.Command("gdb", "-batch", "-p", strconv.Itoa(p.PID), "-ex", "shell sleep 30")
+	gdb.Stdout, gdb.Stderr = nil, nil
+	if err := gdb.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { gdb.Process.Kill(); gdb.Wait() })
+	// Wait until gdb is attached.
+	for i := 0; i < 600; i++ {
+		st, _ := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/status")
+		if strings.Contains(string(st), "TracerPid:\t"+strconv.Itoa(gdb.Process.Pid)) {
+			break
+		}
+		syscall.Nanosleep(&syscall.Timespec{Nsec: 50e6}, nil)
+	}
+	wantError(t, "ompd-inspect: process "+strconv.Itoa(p.PID)+" is already traced by process "+strconv.Itoa(gdb.Process.Pid)+" (gdb)",
+		"attach", strconv.Itoa(p.PID))
+}
+
+// copyFile copies src to dst with mode 0755.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A core whose executable moved: the report says so and fails; --exe and
+// --search-path find it; a file with another build-id is refused.
+func TestCoreBinaries(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "barrier")
+	copyFile(t, fixture.Exe(t, "barrier"), exe)
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), "OMP_DEBUG=enabled")
+	p := fixture.Start(t, "barrier", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}})
+	corePath := p.Gcore(t)
+	r := reportOf(t, "core", corePath)
+	if len(r.Regions) != 1 || r.Regions[0].TeamSize != 4 {
+		t.Fatalf("regions %+v", r.Regions)
+	}
+	// Move the executable away.
+	moved := filepath.Join(dir, "elsewhere")
+	os.Mkdir(moved, 0o755)
+	orig := fixture.Exe(t, "barrier")
+	hidden := orig + ".hidden"
+	if err := os.Rename(orig, hidden); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Rename(hidden, orig)
+	copyFile(t, hidden, filepath.Join(moved, "barrier"))
+	out, _, code := cli("core", corePath, "--json")
+	if code != 0 || !strings.Contains(out, orig) {
+		t.Errorf("core with a missing executable: exit %d", code)
+	}
+	r = reportOf(t, "core", corePath, "--exe", filepath.Join(moved, "barrier"))
+	if len(r.Regions) != 1 || r.Regions[0].Function != "main.omp_outlined" {
+		t.Errorf("with --exe: regions %+v", r.Regions)
+	}
+	r = reportOf(t, "core", corePath, "--search-path", moved)
+	if len(r.Regions) != 1 || r.Regions[0].Function != "main.omp_outlined" {
+		t.Errorf("with --search-path: regions %+v", r.Regions)
+	}
+	// Another build of the same program: refused, and said so.
+	other := filepath.Join(dir, "other")
+	os.Mkdir(other, 0o755)
+	copyFile(t, fixture.Exe(t, "lock"), filepath.Join(other, "barrier"))
+	r = reportOf(t, "core", corePath, "--search-path", other)
+	found := false
+	for _, w := range r.Warnings {
+		if strings.Contains(w, "build-id") && strings.Contains(w, filepath.Join(other, "barrier")) {
+			found = true
+		}
+	}
+	if !found || r.Regions[0].Function == "main.omp_outlined" {
+		t.Errorf("a binary with another build-id was not refused: warnings %q, function %q", r.Warnings, r.Regions[0].Function)
+	}
+}
+
+func TestTruncatedCore(t *testing.T) {
+	p := fixture.Start(t, "barrier", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}})
+	full := p.Gcore(t)
+	b, err := os.ReadFile(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.core")
+	os.WriteFile(cut, b[:4096], 0o644)
+	out, errs, code := cli("core", cut)
+	if code != 1 || out != "" || strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, "ompd-inspect: ") {
+		t.Errorf("core cut to 4 KiB: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// SIGTERM while ompd-inspect is attached: it detaches, exits 143, and the
+// target runs on untraced.
+func TestSignalWhileAttached(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "ompd-inspect")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	p := fixture.Start(t, "nested", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}})
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		cmd := exec.Command(bin, "attach", strconv.Itoa(p.PID))
+		cmd.Env = append(os.Environ(), "OMPD_INSPECT_PAUSE_ATTACHED=1")
+		stderr, _ := cmd.StderrPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 256)
+		n, _ := stderr.Read(buf)
+		if !strings.HasPrefix(string(buf[:n]), "ompd-inspect: attached to process") {
+			t.Fatalf("no pause line: %q", buf[:n])
+		}
+		if len(p.StoppedThreads(t)) == 0 {
+			t.Fatalf("process %d is not stopped while attached", p.PID)
+		}
+		cmd.Process.Signal(sig)
+		err := cmd.Wait()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 128+int(sig) {
+			t.Errorf("%v: exit %v; want %d", sig, err, 128+int(sig))
+		}
+		assertRunning(t, p)
+	}
+}
