@@ -40,7 +40,7 @@
 
 /* CPU time a spinning thread must have used after fx_record() to count as
  * settled in its wait. */
-#define FX_SETTLE_CPU_NS (20 * 1000 * 1000L)
+#define FX_SETTLE_CPU_NS (2 * 1000 * 1000L)
 
 /* Nonzero when the program was started with the argument "abort". Written
  * once by fx_init() before any other thread exists. */

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
 )
 
 // wantError runs ompd-inspect and asserts exit code 1 and exactly one
@@ -152,10 +156,7 @@ func TestTruncatedCore(t *testing.T) {
 // SIGTERM while ompd-inspect is attached: it detaches, exits 143, and the
 // target runs on untraced.
 func TestSignalWhileAttached(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "ompd-inspect")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := builtCLI(t)
 	p := fixture.Start(t, "nested", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}})
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		cmd := exec.Command(bin, "attach", strconv.Itoa(p.PID))
@@ -180,4 +181,48 @@ func TestSignalWhileAttached(t *testing.T) {
 		}
 		assertRunning(t, p)
 	}
+}
+
+// cliBin caches the ompd-inspect binary built for tests that must run it
+// as a separate process.
+var cliBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// builtCLI builds ompd-inspect once per test binary and returns its path.
+func builtCLI(t *testing.T) string {
+	t.Helper()
+	cliBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "ompd-inspect-test")
+		if err != nil {
+			cliBin.err = err
+			return
+		}
+		cliBin.path = filepath.Join(dir, "ompd-inspect")
+		if out, err := exec.Command("go", "build", "-o", cliBin.path, ".").CombinedOutput(); err != nil {
+			cliBin.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if cliBin.err != nil {
+		t.Fatal(cliBin.err)
+	}
+	return cliBin.path
+}
+
+// reportOfProcess runs the built ompd-inspect as a separate process, as a
+// user does (the tracer is then not the target's parent), and decodes its
+// JSON report.
+func reportOfProcess(t *testing.T, args ...string) *inspect.Report {
+	t.Helper()
+	out, err := exec.Command(builtCLI(t), append(args, "--json")...).Output()
+	if err != nil {
+		t.Fatalf("ompd-inspect %s: %v", strings.Join(args, " "), err)
+	}
+	var r inspect.Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("ompd-inspect %s: bad JSON: %v", strings.Join(args, " "), err)
+	}
+	return &r
 }
