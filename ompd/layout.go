@@ -104,14 +104,23 @@ func (m *memory) field(base Address, typ, field string) (Address, error) {
 	return base + off, nil
 }
 
+// fieldAt returns the address and size of field in the typ object at base.
+func (m *memory) fieldAt(base Address, typ, field string) (Address, uint64, error) {
+	addr, err := m.field(base, typ, field)
+	if err != nil {
+		return 0, 0, err
+	}
+	size, err := m.lay.fieldSize(typ, field)
+	if err != nil {
+		return 0, 0, err
+	}
+	return addr, size, nil
+}
+
 // readField reads field (of its own size) of the typ object at base as an
 // unsigned value.
 func (m *memory) readField(base Address, typ, field string) (uint64, error) {
-	addr, err := m.field(base, typ, field)
-	if err != nil {
-		return 0, err
-	}
-	size, err := m.lay.fieldSize(typ, field)
+	addr, size, err := m.fieldAt(base, typ, field)
 	if err != nil {
 		return 0, err
 	}
@@ -124,11 +133,7 @@ func (m *memory) readField(base Address, typ, field string) (uint64, error) {
 
 // readFieldInt reads field of the typ object at base, sign-extended.
 func (m *memory) readFieldInt(base Address, typ, field string) (int64, error) {
-	addr, err := m.field(base, typ, field)
-	if err != nil {
-		return 0, err
-	}
-	size, err := m.lay.fieldSize(typ, field)
+	addr, size, err := m.fieldAt(base, typ, field)
 	if err != nil {
 		return 0, err
 	}

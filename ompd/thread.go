@@ -130,16 +130,22 @@ func (t *Thread) CurrentParallel() (*Parallel, error) {
 // parallelOfTeam builds the parallel handle of the team at teamPtr (a
 // kmp_team_p): the team itself, or the serialized region inside it.
 func (as *AddressSpace) parallelOfTeam(op string, teamPtr Address) (*Parallel, error) {
-	m := as.mem
-	team, err := m.field(teamPtr, "kmp_team_p", "t")
-	if err != nil {
-		return nil, fail(op, RCError, err)
-	}
-	lwt, err := m.readField(team, "kmp_base_team_t", "ompt_serialized_team_info")
+	team, lwt, err := as.teamAndLWT(teamPtr)
 	if err != nil {
 		return nil, fail(op, RCError, err)
 	}
 	return &Parallel{as: as, team: team, lwt: lwt}, nil
+}
+
+// teamAndLWT returns the kmp_base_team_t of the team at teamPtr and the
+// light-weight team record of the serialized region inside it (0: none).
+func (as *AddressSpace) teamAndLWT(teamPtr Address) (team, lwt Address, err error) {
+	m := as.mem
+	if team, err = m.field(teamPtr, "kmp_team_p", "t"); err != nil {
+		return 0, 0, err
+	}
+	lwt, err = m.readField(team, "kmp_base_team_t", "ompt_serialized_team_info")
+	return team, lwt, err
 }
 
 // CurrentTask returns the task the thread is executing
@@ -166,12 +172,7 @@ func (as *AddressSpace) taskOf(op string, td Address) (*Task, error) {
 	}
 	var lwt Address
 	if teamPtr != 0 {
-		team, err := m.field(teamPtr, "kmp_team_p", "t")
-		if err != nil {
-			return nil, fail(op, RCError, err)
-		}
-		lwt, err = m.readField(team, "kmp_base_team_t", "ompt_serialized_team_info")
-		if err != nil {
+		if _, lwt, err = as.teamAndLWT(teamPtr); err != nil {
 			return nil, fail(op, RCError, err)
 		}
 	}
