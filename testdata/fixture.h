@@ -47,7 +47,8 @@
 static int fx_abort_mode __attribute__((unused));
 
 /* The pause of every user-level wait loop: long enough to cost no CPU. */
-static const struct timespec fx_nap __attribute__((unused)) = {0, 20 * 1000 * 1000L};
+static const struct timespec fx_nap __attribute__((unused)) = {
+    0, 20 * 1000 * 1000L};
 
 /* fx_fail reports a broken assumption of the fixture on stderr and ends the
  * process with status 3 (no core), so that a test fails with a clear reason

@@ -2,8 +2,9 @@
  * tasks.c: explicit tasks in every interesting condition.
  *
  * A parallel region of 3 threads (LINE:parallel). The thread that wins the
- * single construct (LINE:single), "the producer", creates these tasks, all
- * children of its implicit task unless said otherwise, in this order:
+ * single nowait construct (LINE:single), "the producer", creates these
+ * tasks, all children of its implicit task unless said otherwise, in this
+ * order:
  *
  *   dep_out        task untied depend(out: x)           LINE:task_dep_out
  *                  runs on one of the two other threads ("the dep_out
@@ -25,19 +26,31 @@
  *                  queued in the producer's deque, never started.
  *
  * Nine tasks in all. A queued task that starts anyway fails the program.
- * Once every other thread is busy in a task that never ends, no thread is at
- * a task scheduling point any more, so the queued tasks stay queued.
+ *
+ * The two other threads skip the single construct, wait in
+ * wait_for_tasks() until the producer has created dep_out, and then wait
+ * in the explicit barrier at LINE:barrier, which the producer never
+ * reaches; there each of them takes one task that never ends. (They enter
+ * the barrier only once a task exists because libomp then keeps them
+ * spinning for more tasks, whatever KMP_BLOCKTIME says; a thread already
+ * asleep in a barrier may not be woken when a task is created. For the
+ * same reason the program needs the default, active, wait policy: with
+ * OMP_WAIT_POLICY=passive the barrier waiters sleep and may never take the
+ * tasks.)
+ * The producer creates each task the two must run only after the previous
+ * one has started, and the queued tasks only when both are busy: then no
+ * thread is at a task scheduling point any more, so they stay queued.
  *
  * Final state, thread by thread:
  *   producer        in its implicit task, inside the single construct,
  *                   spinning in producer_wait() at LINE:producer_spin; prints
  *                   READY (and aborts in abort mode, LINE:abort).
- *   dep_out thread  executing dep_out (it was waiting at the implicit barrier
- *                   of the single construct when it took the task), in
- *                   dep_out_wait() at LINE:dep_out_spin.
- *   final thread    executing child (nested in final, nested in the implicit
- *                   task, taken at the same barrier), in final_child_wait()
- *                   at LINE:child_spin.
+ *   dep_out thread  executing dep_out, in dep_out_wait() at
+ *                   LINE:dep_out_spin, on top of its implicit task, which
+ *                   waits in the explicit barrier at LINE:barrier.
+ *   final thread    executing child, nested in final, in final_child_wait()
+ *                   at LINE:child_spin, on top of its implicit task, which
+ *                   waits in the same barrier.
  *
  * READY keys:
  *   threads=3 producer=TID producer_num=N dep_out=TID dep_out_num=N
@@ -45,8 +58,8 @@
  *   created=9 running=3 (dep_out, final, child: final is suspended under
  *   its included child) queued=6 queued_ready=5 queued_dep=1 (dep_in)
  *   line_parallel line_single line_dep_out line_dep_in line_final line_child
- *   line_queued_child line_queued line_queued_untied: source lines of the
- *   constructs (the LINE markers)
+ *   line_queued_child line_queued line_queued_untied line_barrier: source
+ *   lines of the constructs (the LINE markers)
  */
 #include <omp.h>
 
@@ -59,11 +72,13 @@ static int x;
 
 static struct fx_slot producer, dep_out_runner, child_runner;
 static atomic_int final_tid, final_num, dep_out_num;
-static atomic_int dep_out_started, all_busy, queued_child_created;
+static atomic_int dep_out_created, dep_out_started, all_busy,
+    queued_child_created;
 
 /* Source lines of the constructs, set right before each one. */
 static atomic_int line_parallel, line_single, line_dep_out, line_dep_in,
-    line_final, line_child, line_queued_child, line_queued, line_queued_untied;
+    line_final, line_child, line_queued_child, line_queued, line_queued_untied,
+    line_barrier;
 
 static void wait_flag(atomic_int *flag) {
   while (!atomic_load(flag))
@@ -138,6 +153,7 @@ static void announce(void) {
   fx_add(&l, "line_queued_child", "%d", atomic_load(&line_queued_child));
   fx_add(&l, "line_queued", "%d", atomic_load(&line_queued));
   fx_add(&l, "line_queued_untied", "%d", atomic_load(&line_queued_untied));
+  fx_add(&l, "line_barrier", "%d", atomic_load(&line_barrier));
   fx_emit(&l);
 }
 
@@ -153,6 +169,7 @@ static void produce(void) {
   atomic_store(&line_dep_out, __LINE__ + 1);
 #pragma omp task untied depend(out : x) /* LINE:task_dep_out */
   dep_out_body();
+  atomic_store(&dep_out_created, 1);
   wait_flag(&dep_out_started);
 
   atomic_store(&line_dep_in, __LINE__ + 1);
@@ -180,6 +197,9 @@ static void produce(void) {
   producer_wait();
 }
 
+/* wait_for_tasks returns once the producer has created the first task. */
+static void wait_for_tasks(void) { wait_flag(&dep_out_created); }
+
 int main(int argc, char **argv) {
   fx_init(argc, argv);
   atomic_store(&line_parallel, __LINE__ + 1);
@@ -188,8 +208,11 @@ int main(int argc, char **argv) {
     if (omp_get_num_threads() != NTHREADS)
       fx_fail("team of %d threads, want %d", omp_get_num_threads(), NTHREADS);
     atomic_store(&line_single, __LINE__ + 1);
-#pragma omp single /* LINE:single */
+#pragma omp single nowait /* LINE:single */
     produce();
+    wait_for_tasks();
+    atomic_store(&line_barrier, __LINE__ + 1);
+#pragma omp barrier /* LINE:barrier */
   }
   fx_fail("parallel region ended");
   return 1;
