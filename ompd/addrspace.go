@@ -22,6 +22,7 @@ type AddressSpace struct {
 	once      sync.Once
 	threads   []*Thread // every OpenMP thread, by gtid
 	byPthread map[uint64]*Thread
+	byInfo    map[Address]*Thread // by kmp_base_info_t address
 	walkErr   error
 }
 
@@ -163,6 +164,7 @@ func (as *AddressSpace) DisplayControlVars() ([]string, error) {
 func (as *AddressSpace) walkThreads() error {
 	as.once.Do(func() {
 		as.byPthread = make(map[uint64]*Thread)
+		as.byInfo = make(map[Address]*Thread)
 		capAddr, err := as.cb.SymbolAddr("__kmp_threads_capacity", as.mem.lay.hint)
 		if err != nil {
 			as.walkErr = err
@@ -215,6 +217,7 @@ func (as *AddressSpace) walkThreads() error {
 			t.pthreadID = pt
 			as.threads = append(as.threads, t)
 			as.byPthread[pt] = t
+			as.byInfo[t.th] = t
 		}
 	})
 	return as.walkErr

@@ -96,16 +96,25 @@ func (p *Parallel) TeamSize() (int, error) {
 	return int(v), nil
 }
 
+// checkThreadNum fails with RCBadInput unless n is a thread number of the
+// region's team.
+func (p *Parallel) checkThreadNum(op string, n int) error {
+	size, err := p.TeamSize()
+	if err != nil {
+		return err
+	}
+	if n < 0 || n >= size {
+		return fail(op, RCBadInput, fmt.Errorf("thread number %d outside team of %d", n, size))
+	}
+	return nil
+}
+
 // ThreadIn returns the handle of thread number n of the region's team
 // (ompd_get_thread_in_parallel).
 func (p *Parallel) ThreadIn(n int) (*Thread, error) {
 	const op = "ompd_get_thread_in_parallel"
-	size, err := p.TeamSize()
-	if err != nil {
+	if err := p.checkThreadNum(op, n); err != nil {
 		return nil, err
-	}
-	if n < 0 || n >= size {
-		return nil, fail(op, RCBadInput, fmt.Errorf("thread number %d outside team of %d", n, size))
 	}
 	m := p.as.mem
 	arr, err := m.readField(p.team, "kmp_base_team_t", "t_threads")
@@ -123,28 +132,22 @@ func (p *Parallel) ThreadIn(n int) (*Thread, error) {
 	if err != nil {
 		return nil, fail(op, RCError, err)
 	}
-	t := &Thread{as: p.as, th: info + thOff, gtid: -1}
+	th := info + thOff
 	if err := p.as.walkThreads(); err == nil {
-		for _, k := range p.as.threads {
-			if k.th == t.th {
-				c := *k
-				return &c, nil
-			}
+		if k, ok := p.as.byInfo[th]; ok {
+			c := *k
+			return &c, nil
 		}
 	}
-	return t, nil
+	return &Thread{as: p.as, th: th, gtid: -1}, nil
 }
 
 // TaskIn returns the implicit task of thread number n of the region's team
 // (ompd_get_task_in_parallel).
 func (p *Parallel) TaskIn(n int) (*Task, error) {
 	const op = "ompd_get_task_in_parallel"
-	size, err := p.TeamSize()
-	if err != nil {
+	if err := p.checkThreadNum(op, n); err != nil {
 		return nil, err
-	}
-	if n < 0 || n >= size {
-		return nil, fail(op, RCBadInput, fmt.Errorf("thread number %d outside team of %d", n, size))
 	}
 	m := p.as.mem
 	arr, err := m.readField(p.team, "kmp_base_team_t", "t_implicit_task_taskdata")

@@ -28,16 +28,22 @@ func (t *Thread) GTID() int { return t.gtid }
 func (t *Thread) Context() ThreadContext { return t.ctx }
 
 func (t *Thread) pthread() (uint64, error) {
+	ds, err := t.desc()
+	if err != nil {
+		return 0, err
+	}
+	return t.as.mem.readField(ds, "kmp_desc_base_t", "ds_thread")
+}
+
+// desc returns the address of the thread's descriptor (th_info.ds, a
+// kmp_desc_base_t).
+func (t *Thread) desc() (Address, error) {
 	m := t.as.mem
 	info, err := m.field(t.th, "kmp_base_info_t", "th_info")
 	if err != nil {
 		return 0, err
 	}
-	ds, err := m.field(info, "kmp_desc_t", "ds")
-	if err != nil {
-		return 0, err
-	}
-	return m.readField(ds, "kmp_desc_base_t", "ds_thread")
+	return m.field(info, "kmp_desc_t", "ds")
 }
 
 // ID returns the native id of the thread (ompd_get_thread_id); only
@@ -73,16 +79,11 @@ func cmpAddr(a, b Address) int {
 // ThreadNum returns the thread's number in its current team (the
 // thread-num-var ICV, ds_tid).
 func (t *Thread) ThreadNum() (int, error) {
-	m := t.as.mem
-	info, err := m.field(t.th, "kmp_base_info_t", "th_info")
+	ds, err := t.desc()
 	if err != nil {
 		return 0, err
 	}
-	ds, err := m.field(info, "kmp_desc_t", "ds")
-	if err != nil {
-		return 0, err
-	}
-	v, err := m.readFieldInt(ds, "kmp_desc_base_t", "ds_tid")
+	v, err := t.as.mem.readFieldInt(ds, "kmp_desc_base_t", "ds_tid")
 	if err != nil {
 		return 0, fmt.Errorf("reading thread number: %w", err)
 	}
@@ -116,15 +117,24 @@ func (t *Thread) State() (State, uint64, error) {
 // (ompd_get_curr_parallel_handle).
 func (t *Thread) CurrentParallel() (*Parallel, error) {
 	const op = "ompd_get_curr_parallel_handle"
-	m := t.as.mem
-	teamPtr, err := m.readField(t.th, "kmp_base_info_t", "th_team")
+	teamPtr, err := t.pointerField(op, "th_team", "team")
 	if err != nil {
-		return nil, fail(op, RCError, err)
-	}
-	if teamPtr == 0 {
-		return nil, fail(op, RCUnavailable, fmt.Errorf("thread at %#x has no team", t.th))
+		return nil, err
 	}
 	return t.as.parallelOfTeam(op, teamPtr)
+}
+
+// pointerField reads a pointer field of the thread's kmp_base_info_t; a
+// NULL pointer is ErrUnavailable ("thread at X has no what").
+func (t *Thread) pointerField(op, field, what string) (Address, error) {
+	p, err := t.as.mem.readField(t.th, "kmp_base_info_t", field)
+	if err != nil {
+		return 0, fail(op, RCError, err)
+	}
+	if p == 0 {
+		return 0, fail(op, RCUnavailable, fmt.Errorf("thread at %#x has no %s", t.th, what))
+	}
+	return p, nil
 }
 
 // parallelOfTeam builds the parallel handle of the team at teamPtr (a
@@ -152,13 +162,9 @@ func (as *AddressSpace) teamAndLWT(teamPtr Address) (team, lwt Address, err erro
 // (ompd_get_curr_task_handle).
 func (t *Thread) CurrentTask() (*Task, error) {
 	const op = "ompd_get_curr_task_handle"
-	m := t.as.mem
-	td, err := m.readField(t.th, "kmp_base_info_t", "th_current_task")
+	td, err := t.pointerField(op, "th_current_task", "current task")
 	if err != nil {
-		return nil, fail(op, RCError, err)
-	}
-	if td == 0 {
-		return nil, fail(op, RCUnavailable, fmt.Errorf("thread at %#x has no current task", t.th))
+		return nil, err
 	}
 	return t.as.taskOf(op, td)
 }
