@@ -34,6 +34,12 @@ type threadState struct {
 //
 // The caller must `defer p.Close()` (and recover panics) so that the
 // process is always released.
+//
+// Attach runs ptrace requests on a new locked OS thread that exits on
+// Close. A child the caller started with a parent-death signal
+// (SysProcAttr.Pdeathsig) gets that signal if it was forked by the thread
+// that becomes the tracing thread: start such children from a thread that
+// never exits.
 func Attach(pid int, opts Options) (*Process, error) {
 	if opts.StopTries <= 0 {
 		opts.StopTries = DefaultStopTries
