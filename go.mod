@@ -8,6 +8,8 @@ require (
 )
 
 require (
+	github.com/go-delve/delve v1.27.2 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/spf13/pflag v1.0.10 // indirect
+	golang.org/x/arch v0.32.0 // indirect
 )
