@@ -316,6 +316,22 @@ func TestTasks(t *testing.T) {
 		if fmt.Sprint(queued) != fmt.Sprint(wantQueued) || ready.Int(t, "queued_ready") != 5 {
 			t.Errorf("queued tasks %v; want %v", queued, wantQueued)
 		}
+		// dep_in: blocked on dep_out, in no deque.
+		var blocked []inspect.Task
+		for _, k := range r.Tasks {
+			if k.Status == "blocked" {
+				blocked = append(blocked, k)
+			}
+		}
+		if len(blocked) != ready.Int(t, "queued_dep") {
+			t.Fatalf("%d blocked tasks %+v; want %d", len(blocked), blocked, ready.Int(t, "queued_dep"))
+		}
+		depIn := blocked[0]
+		if depIn.Kind != "explicit" || depIn.Thread != nil || !sameLoc(depIn.Location, loc(t, "tasks.c", "task_dep_in")) ||
+			str(depIn.Parent) != implicit.ID || strings.Join(depIn.WaitsFor, ",") != dep.ID ||
+			depIn.PendingDependences == nil || *depIn.PendingDependences != 1 || len(depIn.Flags) != 0 {
+			t.Errorf("dep_in task: %+v; want blocked on %s with 1 pending dependence", depIn, dep.ID)
+		}
 		if got := icv(t, r, "final-task-var", child.ID); got != float64(1) {
 			t.Errorf("final-task-var of the child: %v", got)
 		}
@@ -348,14 +364,24 @@ func TestBarrierNeverReached(t *testing.T) {
 func TestLockWait(t *testing.T) {
 	forEachSource(t, func(t *testing.T, src source) {
 		r, ready := state(t, "lock", src, "OMP_DEBUG=enabled")
-		// The wait id is the runtime's internal lock object, not the
-		// omp_lock_t's address (see the issue note): only its presence is
-		// asserted here.
-		for _, tid := range ready.Ints(t, "waiters") {
+		// The wait id is implementation defined (OMPT): libomp records
+		// its internal lock object, not the omp_lock_t's address. Both
+		// waiters wait for the same lock, so they have the same id, one
+		// that neither the holder nor any region or task has.
+		waiters := ready.Ints(t, "waiters")
+		var ids []uint64
+		for _, tid := range waiters {
 			th := threadOf(t, r, tid)
 			if str(th.State) != "wait_lock" || th.WaitID == nil || *th.WaitID == 0 {
-				t.Errorf("waiter %d: state %s, wait id %v; want wait_lock with a wait id", tid, str(th.State), th.WaitID)
+				t.Fatalf("waiter %d: state %s, wait id %v; want wait_lock with a wait id", tid, str(th.State), th.WaitID)
 			}
+			ids = append(ids, *th.WaitID)
+		}
+		if len(ids) != 2 || ids[0] != ids[1] {
+			t.Errorf("waiters %v have wait ids %#x; want one lock's id for both", waiters, ids)
+		}
+		if h := threadOf(t, r, ready.Int(t, "holder")); h.WaitID == nil || *h.WaitID != 0 {
+			t.Errorf("holder: wait id %v; want 0", h.WaitID)
 		}
 		if th := threadOf(t, r, ready.Int(t, "holder")); str(th.State) != "work_parallel" {
 			t.Errorf("holder: state %s", str(th.State))

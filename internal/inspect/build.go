@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
+	"github.com/ompd-inspect/ompd-inspect/internal/handles"
 	"github.com/ompd-inspect/ompd-inspect/ompd"
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
@@ -35,8 +37,8 @@ func Build(t target.Target, src Source) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("initializing OMPD on %s: %w", rt.Name, err)
 	}
-	b := &builder{t: t, cb: cb, as: as, rt: rt,
-		regionIdx: map[string]int{}, taskIdx: map[string]int{}}
+	b := &builder{t: t, cb: cb, as: as, rt: rt}
+	defer b.release()
 	b.r.Target = TargetInfo{Kind: src.Kind, PID: t.PID(), Core: src.Core}
 	if mods := t.Modules(); len(mods) > 0 {
 		b.r.Target.Executable = mods[0].Name
@@ -45,6 +47,7 @@ func Build(t target.Target, src Source) (*Report, error) {
 	b.runtime()
 	b.threads()
 	b.queued()
+	b.blocked()
 	b.icvs()
 	b.controlVars()
 	b.r.normalize()
@@ -58,12 +61,19 @@ type builder struct {
 	rt *target.Module
 	r  Report
 
-	regionIdx map[string]int // region id -> index in r.Regions
-	taskIdx   map[string]int // task id -> index in r.Tasks
-	handles   []*ompd.Thread // OpenMP thread handles, parallel to ompThreads
-	ompTIDs   []int
-	regionH   map[string]*ompd.Parallel
-	taskH     map[string]*ompd.Task
+	// regions and tasks hold one handle per region and task; their
+	// indexes are those of r.Regions and r.Tasks until normalize.
+	regions handles.Table[*ompd.Parallel]
+	tasks   handles.Table[*ompd.Task]
+	threadH []*ompd.Thread // OpenMP thread handles, parallel to ompTIDs
+	ompTIDs []int
+}
+
+// release gives the handles back (a no-op for the native backend's).
+func (b *builder) release() {
+	if err := errors.Join(b.regions.Release(), b.tasks.Release()); err != nil {
+		b.warn("%v", err)
+	}
 }
 
 func (b *builder) warn(format string, args ...any) {
@@ -144,8 +154,6 @@ func (b *builder) symbolize(addr uint64) (fn, loc string) {
 }
 
 func (b *builder) threads() {
-	b.regionH = map[string]*ompd.Parallel{}
-	b.taskH = map[string]*ompd.Task{}
 	if _, err := b.as.Threads(); err != nil {
 		b.warn("%v", err)
 	}
@@ -183,12 +191,12 @@ func (b *builder) threads() {
 		if k, err := h.CurrentTask(); err == nil {
 			id := b.addTaskChain(k, nt.TID)
 			th.Task = strp(id)
-			t := b.r.Tasks[b.taskIdx[id]]
+			t := b.r.Tasks[b.taskIndex(id)]
 			th.Function, th.Location = t.Function, t.Location
 		} else if !errors.Is(err, ompd.ErrUnavailable) {
 			b.warn("thread %d: current task: %v", nt.TID, err)
 		}
-		b.handles = append(b.handles, h)
+		b.threadH = append(b.threadH, h)
 		b.ompTIDs = append(b.ompTIDs, nt.TID)
 		b.r.Threads = append(b.r.Threads, th)
 	}
@@ -209,9 +217,10 @@ func (b *builder) addRegionChain(tid int, p *ompd.Parallel) (string, bool) {
 			break
 		}
 		id := hexID(p.Addr())
-		idx, seen := b.regionIdx[id]
-		if !seen {
-			idx = b.newRegion(id, level, p)
+		idx, first := b.regions.Intern(p)
+		seen := !first
+		if first {
+			b.newRegion(id, level, p)
 		}
 		if reg := &b.r.Regions[idx]; p.Serialized() && !containsInt(reg.Threads, tid) {
 			reg.Threads = append(reg.Threads, tid)
@@ -233,7 +242,7 @@ func (b *builder) addRegionChain(tid int, p *ompd.Parallel) (string, bool) {
 		b.warn("thread %d: the chain of enclosing parallel regions is longer than %d: stopped there (a cycle, or memory changing while read)", tid, MaxNesting)
 	}
 	for i := 0; i+1 < len(ids); i++ {
-		b.r.Regions[b.regionIdx[ids[i]]].Parent = strp(ids[i+1])
+		b.r.Regions[b.regionIndex(ids[i])].Parent = strp(ids[i+1])
 	}
 	if len(ids) == 0 {
 		return "", false
@@ -250,7 +259,26 @@ func containsInt(s []int, v int) bool {
 	return false
 }
 
-func (b *builder) newRegion(id string, level int, p *ompd.Parallel) int {
+// regionIndex returns the index in r.Regions of the region with id.
+func (b *builder) regionIndex(id string) int {
+	i, _ := b.regions.Lookup(parseID(id))
+	return i
+}
+
+// taskIndex returns the index in r.Tasks of the task with id.
+func (b *builder) taskIndex(id string) int {
+	i, _ := b.tasks.Lookup(parseID(id))
+	return i
+}
+
+// parseID turns an id made by hexID back into the address.
+func parseID(id string) uint64 {
+	v, _ := strconv.ParseUint(strings.TrimPrefix(id, "0x"), 16, 64)
+	return v
+}
+
+// newRegion appends the region p, just interned, to r.Regions.
+func (b *builder) newRegion(id string, level int, p *ompd.Parallel) {
 	reg := Region{ID: id, Level: level, Serialized: p.Serialized(), Threads: []int{}}
 	if al, err := p.ActiveLevel(); err == nil {
 		reg.ActiveLevel = al
@@ -290,10 +318,7 @@ func (b *builder) newRegion(id string, level int, p *ompd.Parallel) int {
 			}
 		}
 	}
-	b.regionIdx[id] = len(b.r.Regions)
-	b.regionH[id] = p
 	b.r.Regions = append(b.r.Regions, reg)
-	return len(b.r.Regions) - 1
 }
 
 // addTaskChain records task k as running on tid (tid 0: not running) and
@@ -310,8 +335,8 @@ func (b *builder) addTaskChain(k *ompd.Task, tid int) string {
 		if first == "" {
 			first = id
 		}
-		idx, seen := b.taskIdx[id]
-		if seen {
+		idx, isNew := b.tasks.Intern(k)
+		if !isNew {
 			t := &b.r.Tasks[idx]
 			if status == "running" {
 				t.Status, t.Thread = "running", intp(tid)
@@ -327,11 +352,12 @@ func (b *builder) addTaskChain(k *ompd.Task, tid int) string {
 			}
 			return first
 		}
-		b.r.Tasks[b.taskIdx[id]].Parent = strp(hexID(parent.Addr()))
+		b.r.Tasks[idx].Parent = strp(hexID(parent.Addr()))
 		k = parent
 	}
 }
 
+// newTask appends the task k, just interned, to r.Tasks.
 func (b *builder) newTask(id string, k *ompd.Task, status string, tid int) {
 	t := Task{ID: id, Status: status, Flags: []string{}}
 	if status == "running" && tid != 0 {
@@ -373,8 +399,6 @@ func (b *builder) newTask(id string, k *ompd.Task, status string, tid int) {
 			t.ExitFrame, t.EnterFrame = strp(hexID(exit)), strp(hexID(enter))
 		}
 	}
-	b.taskIdx[id] = len(b.r.Tasks)
-	b.taskH[id] = k
 	b.r.Tasks = append(b.r.Tasks, t)
 }
 
@@ -384,14 +408,47 @@ func (b *builder) queued() {
 		b.warn("queued tasks: %v", err)
 	}
 	for _, k := range tasks {
-		id := hexID(k.Addr())
-		if _, seen := b.taskIdx[id]; seen {
+		b.addUnstarted(k, "queued")
+	}
+}
+
+// addUnstarted records a task that has not started (queued or blocked)
+// with its parent, and returns its index in r.Tasks, or false when the
+// task was recorded already.
+func (b *builder) addUnstarted(k *ompd.Task, status string) (int, bool) {
+	idx, first := b.tasks.Intern(k)
+	if !first {
+		return idx, false
+	}
+	b.newTask(hexID(k.Addr()), k, status, 0)
+	if parent, err := k.Generating(); err == nil {
+		b.r.Tasks[idx].Parent = strp(hexID(parent.Addr()))
+	}
+	return idx, true
+}
+
+// blocked records the explicit tasks that wait for dependences, with the
+// tasks they wait for.
+func (b *builder) blocked() {
+	from := make([]*ompd.Task, b.tasks.Len())
+	for i := range from {
+		from[i] = b.tasks.At(i)
+	}
+	tasks, err := b.as.BlockedTasks(from)
+	if err != nil && !errors.Is(err, ompd.ErrNoTypeLayouts) {
+		b.warn("tasks waiting for dependences: %v", err)
+	}
+	for _, bt := range tasks {
+		idx, ok := b.addUnstarted(bt.Task, "blocked")
+		if !ok {
 			continue
 		}
-		b.newTask(id, k, "queued", 0)
-		if parent, err := k.Generating(); err == nil {
-			b.r.Tasks[b.taskIdx[id]].Parent = strp(hexID(parent.Addr()))
+		t := &b.r.Tasks[idx]
+		t.WaitsFor = []string{}
+		for _, p := range bt.Predecessors {
+			t.WaitsFor = append(t.WaitsFor, hexID(p.Addr()))
 		}
+		t.PendingDependences = intp(bt.Pending)
 	}
 }
 
@@ -414,7 +471,7 @@ func (b *builder) icvs() {
 			add(icv, nil, b.as)
 		}
 	}
-	for i, h := range b.handles {
+	for i, h := range b.threadH {
 		for _, icv := range all {
 			if icv.Scope == ompd.ScopeThread {
 				add(icv, b.ompTIDs[i], h)
@@ -424,14 +481,14 @@ func (b *builder) icvs() {
 	for _, reg := range b.r.Regions {
 		for _, icv := range all {
 			if icv.Scope == ompd.ScopeParallel {
-				add(icv, reg.ID, b.regionH[reg.ID])
+				add(icv, reg.ID, b.regions.At(b.regionIndex(reg.ID)))
 			}
 		}
 	}
 	for _, t := range b.r.Tasks {
 		for _, icv := range all {
 			if icv.Scope == ompd.ScopeTask {
-				add(icv, t.ID, b.taskH[t.ID])
+				add(icv, t.ID, b.tasks.At(b.taskIndex(t.ID)))
 			}
 		}
 	}

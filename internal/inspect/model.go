@@ -72,15 +72,23 @@ type Region struct {
 // Task is one task: the current task of a thread, an ancestor of one, or
 // an explicit task still queued.
 type Task struct {
-	ID       string   `json:"id"`
-	Kind     string   `json:"kind"` // "implicit" or "explicit"
-	Function string   `json:"function"`
-	Location string   `json:"location"`
-	Parent   *string  `json:"parent"`
-	Region   *string  `json:"region"`
-	Thread   *int     `json:"thread"` // os_tid running it; null when queued or suspended
-	Status   string   `json:"status"` // "running", "suspended" or "queued"
-	Flags    []string `json:"flags"`  // final, untied, undeferred
+	ID       string  `json:"id"`
+	Kind     string  `json:"kind"` // "implicit" or "explicit"
+	Function string  `json:"function"`
+	Location string  `json:"location"`
+	Parent   *string `json:"parent"`
+	Region   *string `json:"region"`
+	Thread   *int    `json:"thread"` // os_tid running it; null when queued or suspended
+	// Status is "running", "suspended", "queued" (in a task deque, ready
+	// to start) or "blocked" (created, waiting for the tasks it depends on).
+	Status string   `json:"status"`
+	Flags  []string `json:"flags"` // final, untied, undeferred
+	// WaitsFor lists, for a blocked task, the ids of the unfinished tasks
+	// it depends on that were found; omitted for other tasks.
+	WaitsFor []string `json:"waits_for,omitempty"`
+	// PendingDependences is, for a blocked task, the runtime's count of
+	// predecessors that have not finished; omitted for other tasks.
+	PendingDependences *int `json:"pending_dependences,omitempty"`
 	// Frames are the OMPT exit/enter frame addresses; null without state
 	// tracking.
 	ExitFrame  *string `json:"exit_frame"`

@@ -79,14 +79,17 @@ func tids(ts []int) string {
 // tree.
 func Summary(w io.Writer, r *inspect.Report) {
 	header(w, r)
-	queued := 0
+	queued, blocked := 0, 0
 	for _, t := range r.Tasks {
-		if t.Status == "queued" {
+		switch t.Status {
+		case "queued":
 			queued++
+		case "blocked":
+			blocked++
 		}
 	}
-	fmt.Fprintf(w, "counts    %d threads (%d OpenMP), %d parallel regions, %d tasks (%d queued)\n",
-		len(r.Threads), countOpenMP(r), len(r.Regions), len(r.Tasks), queued)
+	fmt.Fprintf(w, "counts    %d threads (%d OpenMP), %d parallel regions, %d tasks (%d queued, %d blocked on dependences)\n",
+		len(r.Threads), countOpenMP(r), len(r.Regions), len(r.Tasks), queued, blocked)
 
 	type group struct {
 		state, where string
@@ -209,6 +212,21 @@ func Tasks(w io.Writer, r *inspect.Report) {
 			deref(t.Parent), deref(t.Region), orDash(strings.Join(t.Flags, ",")), orDash(t.Location), orDash(t.Function))
 	}
 	tw.Flush()
+	first := true
+	for _, t := range r.Tasks {
+		if t.Status != "blocked" {
+			continue
+		}
+		if first {
+			fmt.Fprintf(w, "\nblocked on dependences:\n")
+			first = false
+		}
+		pending := "?"
+		if t.PendingDependences != nil {
+			pending = fmt.Sprint(*t.PendingDependences)
+		}
+		fmt.Fprintf(w, "  %s (%s) waits for %s; %s unfinished predecessor(s)\n", t.ID, orDash(t.Location), orDash(strings.Join(t.WaitsFor, ", ")), pending)
+	}
 	warnings(w, r)
 }
 

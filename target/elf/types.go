@@ -79,6 +79,26 @@ func NewTypeIndex(im *Image) (*TypeIndex, error) {
 func (ti *TypeIndex) typ(name string) (dwarf.Type, error) {
 	ti.mu.Lock()
 	defer ti.mu.Unlock()
+	t, err := ti.typLocked(name)
+	if err != nil {
+		return nil, err
+	}
+	// A typedef may name a struct or union that its compile unit only
+	// declares; another unit defines it under its tag name.
+	if st, ok := t.(*dwarf.StructType); ok && st.Incomplete && st.StructName != "" && st.StructName != name {
+		if full, err := ti.typLocked(st.StructName); err == nil {
+			if fst, ok := full.(*dwarf.StructType); ok && !fst.Incomplete {
+				ti.cache[name] = full
+				return full, nil
+			}
+		}
+	}
+	return t, nil
+}
+
+// typLocked reads the type indexed under name, through typedefs; ti.mu is
+// held.
+func (ti *TypeIndex) typLocked(name string) (dwarf.Type, error) {
 	if t, ok := ti.cache[name]; ok {
 		return t, nil
 	}
