@@ -316,6 +316,35 @@ func TestTasks(t *testing.T) {
 		if fmt.Sprint(queued) != fmt.Sprint(wantQueued) || ready.Int(t, "queued_ready") != 5 {
 			t.Errorf("queued tasks %v; want %v", queued, wantQueued)
 		}
+		// Task stacks: each thread's tasks down to its own implicit task,
+		// which is suspended in the same region.
+		for _, c := range []struct {
+			tid  int
+			want []string
+		}{
+			{producer, []string{implicit.ID}},
+			{depOut, []string{dep.ID, "implicit"}},
+			{final, []string{child.ID, fin.ID, "implicit"}},
+		} {
+			stack := threadOf(t, r, c.tid).TaskStack
+			if len(stack) != len(c.want) {
+				t.Errorf("thread %d: task stack %v; want %v", c.tid, stack, c.want)
+				continue
+			}
+			for i, id := range c.want {
+				if id != "implicit" {
+					if stack[i] != id {
+						t.Errorf("thread %d: task stack %v; want %v", c.tid, stack, c.want)
+					}
+					continue
+				}
+				it := taskByID(t, r, stack[i])
+				if it.Kind != "implicit" || it.Status != "suspended" || str(it.Region) != region || it.ID == implicit.ID ||
+					str(it.Parent) != str(implicit.Parent) {
+					t.Errorf("thread %d: bottom of its task stack: %+v; want its suspended implicit task", c.tid, it)
+				}
+			}
+		}
 		// dep_in: blocked on dep_out, in no deque.
 		var blocked []inspect.Task
 		for _, k := range r.Tasks {

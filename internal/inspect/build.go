@@ -188,11 +188,13 @@ func (b *builder) threads() {
 		} else if !errors.Is(err, ompd.ErrUnavailable) {
 			b.warn("thread %d: current parallel region: %v", nt.TID, err)
 		}
+		th.TaskStack = []string{}
 		if k, err := h.CurrentTask(); err == nil {
 			id := b.addTaskChain(k, nt.TID)
 			th.Task = strp(id)
 			t := b.r.Tasks[b.taskIndex(id)]
 			th.Function, th.Location = t.Function, t.Location
+			th.TaskStack = b.taskStack(nt.TID, h, k)
 		} else if !errors.Is(err, ompd.ErrUnavailable) {
 			b.warn("thread %d: current task: %v", nt.TID, err)
 		}
@@ -200,6 +202,60 @@ func (b *builder) threads() {
 		b.ompTIDs = append(b.ompTIDs, nt.TID)
 		b.r.Threads = append(b.r.Threads, th)
 	}
+}
+
+// taskStack returns the ids of the tasks thread tid is in the middle of,
+// innermost first, from its current task k: each task's scheduling task
+// (recorded with state tracking), and at the bottom the thread's implicit
+// task in its current region (found without state tracking too). Tasks not
+// yet recorded are recorded as suspended.
+func (b *builder) taskStack(tid int, h *ompd.Thread, k *ompd.Task) []string {
+	ids := []string{hexID(k.Addr())}
+	seen := map[string]bool{ids[0]: true}
+	implicit := false
+	for depth := 0; depth < MaxNesting; depth++ {
+		if f, err := k.Flags(); err == nil && !f.Explicit {
+			implicit = true
+			break
+		}
+		s, err := k.Scheduling()
+		if err != nil {
+			if !errors.Is(err, ompd.ErrUnavailable) {
+				b.warn("thread %d: scheduling task of %s: %v", tid, ids[len(ids)-1], err)
+			}
+			break
+		}
+		id := hexID(s.Addr())
+		if seen[id] {
+			b.warn("thread %d: the chain of scheduling tasks repeats task %s: stopped there", tid, id)
+			return ids
+		}
+		b.addTaskChain(s, 0)
+		ids = append(ids, id)
+		seen[id] = true
+		k = s
+	}
+	if implicit {
+		return ids
+	}
+	p, err := h.CurrentParallel()
+	if err != nil {
+		return ids
+	}
+	n, err := h.ThreadNum()
+	if err != nil {
+		return ids
+	}
+	it, err := p.TaskIn(n)
+	if err != nil {
+		b.warn("thread %d: its implicit task: %v", tid, err)
+		return ids
+	}
+	if id := hexID(it.Addr()); !seen[id] {
+		b.addTaskChain(it, 0)
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // addRegionChain records p and its enclosing regions (level >= 1) and
@@ -326,6 +382,9 @@ func (b *builder) newRegion(id string, level int, p *ompd.Parallel) {
 func (b *builder) addTaskChain(k *ompd.Task, tid int) string {
 	first := ""
 	status := "running"
+	if tid == 0 {
+		status = "suspended"
+	}
 	for depth := 0; ; depth++ {
 		if depth == MaxNesting {
 			b.warn("task %s: the chain of generating tasks is longer than %d: stopped there (a cycle, or memory changing while read)", first, MaxNesting)
@@ -382,6 +441,7 @@ func (b *builder) newTask(id string, k *ompd.Task, status string, tid int) {
 	}
 	var dwarfLoc string
 	if fn, err := k.Function(); err == nil {
+		t.EntryAddr = hexID(fn)
 		t.Function, dwarfLoc = b.symbolize(fn)
 	}
 	if p, err := k.Parallel(); err == nil {

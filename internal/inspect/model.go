@@ -49,6 +49,10 @@ type Thread struct {
 	WaitID    *uint64 `json:"wait_id"`
 	Region    *string `json:"region"` // id of the innermost parallel region (level >= 1)
 	Task      *string `json:"task"`   // id of the current task
+	// TaskStack lists the tasks the thread is in the middle of, innermost
+	// first: its current task, the tasks it was running when it started
+	// each of them (OMPD's scheduling task), down to its implicit task.
+	TaskStack []string `json:"task_stack"`
 	// Location is where the thread's current task comes from: the task
 	// construct of an explicit task, or the parallel construct.
 	Location string `json:"location,omitempty"`
@@ -81,8 +85,11 @@ type Task struct {
 	Thread   *int    `json:"thread"` // os_tid running it; null when queued or suspended
 	// Status is "running", "suspended", "queued" (in a task deque, ready
 	// to start) or "blocked" (created, waiting for the tasks it depends on).
-	Status string   `json:"status"`
-	Flags  []string `json:"flags"` // final, untied, undeferred
+	Status string `json:"status"`
+	// EntryAddr is the address of the code the task runs (explicit: the
+	// compiler's task entry; implicit: the region's outlined function).
+	EntryAddr string   `json:"entry_addr"`
+	Flags     []string `json:"flags"` // final, untied, undeferred
 	// WaitsFor lists, for a blocked task, the ids of the unfinished tasks
 	// it depends on that were found; omitted for other tasks.
 	WaitsFor []string `json:"waits_for,omitempty"`
