@@ -17,6 +17,11 @@ type dwarfIndex struct {
 	files []string  // file names referenced by rows; files[0] is ""
 	spans []span    // disjoint subprogram ranges, ids index funcs
 	funcs []funcInfo
+
+	// inl are the inlined subroutines with code; inlSpans are their
+	// disjoint ranges, each naming the innermost one (see inline.go).
+	inl      []inlineNode
+	inlSpans []span
 }
 
 // lineRow is one row of a line table.
@@ -196,86 +201,233 @@ func (im *Image) indexDWARF(src *Image) (*dwarfIndex, error) {
 }
 
 // walk visits every entry once, reading each unit's line table and
-// recording subprograms.
+// recording subprograms and the inlined subroutines with code inside
+// them.
 func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool) error {
-	fileIDs := make(map[string]uint32)
-	subs := make(map[dwarf.Offset]*subInfo)
-	var concrete []dwarf.Offset // subprograms with code, by funcs index
-	var ivs []interval
-	var files []*dwarf.LineFile
-	var compDir string
-	var errs []error
+	w := &walker{
+		d:          d,
+		valid:      valid,
+		idx:        idx,
+		fileIDs:    make(map[string]uint32),
+		subs:       make(map[dwarf.Offset]*subInfo),
+		inlOrigins: make(map[dwarf.Offset]dwarf.Offset),
+	}
 	r := d.Reader()
 	for {
 		e, err := r.Next()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("reading entries: %w", err))
+			w.errs = append(w.errs, fmt.Errorf("reading entries: %w", err))
 			break
 		}
 		if e == nil {
 			break
 		}
-		switch e.Tag {
-		case dwarf.TagCompileUnit, dwarf.TagPartialUnit:
-			files = nil
-			compDir, _ = e.Val(dwarf.AttrCompDir).(string)
-			lr, err := d.LineReader(e)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("line table of unit at %#x: %w", e.Offset, err))
-				continue
-			}
-			if lr == nil {
-				continue
-			}
-			files = lr.Files()
-			if err := idx.addLines(lr, compDir, fileIDs, valid); err != nil {
-				errs = append(errs, fmt.Errorf("line table of unit at %#x: %w", e.Offset, err))
-				if errors.Is(err, errTooManyRows) {
-					return errors.Join(errs...)
-				}
-			}
-		case dwarf.TagSubprogram:
-			if len(subs) >= MaxSubprograms {
-				errs = append(errs, fmt.Errorf("more than %d subprograms (limit MaxSubprograms)", MaxSubprograms))
-				return errors.Join(errs...)
-			}
-			s := &subInfo{}
-			s.name, _ = e.Val(dwarf.AttrName).(string)
-			if i, ok := e.Val(dwarf.AttrDeclFile).(int64); ok && i >= 0 && i < int64(len(files)) && files[i] != nil {
-				s.file = fullPath(compDir, files[i].Name)
-			}
-			if l, ok := e.Val(dwarf.AttrDeclLine).(int64); ok && l > 0 && l <= 1<<31 {
-				s.line = int(l)
-			}
-			if o, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset); ok {
-				s.origin, s.hasOrigin = o, true
-			} else if o, ok := e.Val(dwarf.AttrSpecification).(dwarf.Offset); ok {
-				s.origin, s.hasOrigin = o, true
-			}
-			subs[e.Offset] = s
-			rs, err := d.Ranges(e)
-			if err != nil {
-				continue
-			}
-			id := -1
-			for _, rg := range rs {
-				if rg[0] >= rg[1] || !valid(rg[0]) {
-					continue
-				}
-				if id < 0 {
-					id = len(concrete)
-					concrete = append(concrete, e.Offset)
-				}
-				ivs = append(ivs, interval{lo: rg[0], hi: rg[1], id: id})
-			}
+		if e.Tag == 0 {
+			w.pop()
+			continue
+		}
+		sc, stop := w.entry(e)
+		if stop {
+			break
+		}
+		if e.Children {
+			w.push(sc)
 		}
 	}
-	idx.funcs = make([]funcInfo, len(concrete))
-	for i, off := range concrete {
-		idx.funcs[i] = resolveSub(subs, off)
+	idx.funcs = make([]funcInfo, len(w.concrete))
+	for i, off := range w.concrete {
+		idx.funcs[i] = resolveSub(w.subs, off)
 	}
-	idx.spans = flatten(ivs)
-	return errors.Join(errs...)
+	idx.spans = flatten(w.ivs)
+	for i := range idx.inl {
+		n := &idx.inl[i]
+		if n.hasOrigin {
+			n.name = resolveName(w.subs, w.inlOrigins, n.origin)
+		}
+	}
+	idx.inlSpans = flatten(w.inlIvs)
+	return errors.Join(w.errs...)
+}
+
+// walker is the state of one walk over the entries of a DWARF image.
+type walker struct {
+	d     *dwarf.Data
+	valid func(uint64) bool
+	idx   *dwarfIndex
+
+	// fileIDs interns full file paths into idx.files; unitFiles maps
+	// the file entries of the current unit's line table to their ids.
+	fileIDs   map[string]uint32
+	unitFiles map[*dwarf.LineFile]uint32
+	files     []*dwarf.LineFile // file entries of the current unit
+	compDir   string
+
+	subs       map[dwarf.Offset]*subInfo
+	concrete   []dwarf.Offset // subprograms with code, by funcs index
+	ivs        []interval     // subprogram ranges, ids index funcs
+	inlOrigins map[dwarf.Offset]dwarf.Offset
+	inlCount   int        // inlined subroutine entries seen
+	inlIvs     []interval // inlined subroutine ranges, ids index idx.inl
+	inlStopped bool       // a limit tripped: no more inlined subroutines
+
+	// stack holds the scope of every open entry with children, up to
+	// maxTreeDepth; deep counts the open entries beyond.
+	stack    []scope
+	deep     int
+	deepErr  bool
+	chainErr bool
+
+	errs []error
+}
+
+// scope is what the children of an entry are inside of.
+type scope struct {
+	fn  int32 // funcs index of the enclosing concrete subprogram, or -1
+	inl int32 // idx.inl index of the enclosing inlined subroutine, or -1 (none) or noInline
+}
+
+// noInline marks a scope whose inlined subroutines are not recorded: an
+// enclosing inlined subroutine was not recorded, so their chain would be
+// wrong.
+const noInline = -2
+
+// maxTreeDepth bounds how many nested entries are tracked; inlined
+// subroutines nested deeper are not recorded.
+const maxTreeDepth = 1024
+
+var outside = scope{fn: -1, inl: -1}
+
+func (w *walker) top() scope {
+	if w.deep > 0 {
+		return scope{fn: -1, inl: noInline}
+	}
+	if len(w.stack) == 0 {
+		return outside
+	}
+	return w.stack[len(w.stack)-1]
+}
+
+func (w *walker) push(sc scope) {
+	if w.deep > 0 || len(w.stack) >= maxTreeDepth {
+		w.deep++
+		if !w.deepErr {
+			w.deepErr = true
+			w.errs = append(w.errs, fmt.Errorf("entries nested more than %d deep: inlined subroutines below are not indexed", maxTreeDepth))
+		}
+		return
+	}
+	w.stack = append(w.stack, sc)
+}
+
+func (w *walker) pop() {
+	if w.deep > 0 {
+		w.deep--
+		return
+	}
+	if len(w.stack) > 0 {
+		w.stack = w.stack[:len(w.stack)-1]
+	}
+}
+
+// entry records one entry and returns the scope of its children. stop
+// is set when a limit ends the walk.
+func (w *walker) entry(e *dwarf.Entry) (sc scope, stop bool) {
+	switch e.Tag {
+	case dwarf.TagCompileUnit, dwarf.TagPartialUnit:
+		// A unit starts at the top, whatever a malformed previous
+		// unit left open.
+		w.stack, w.deep = w.stack[:0], 0
+		return outside, !w.unit(e)
+	case dwarf.TagSubprogram:
+		id, ok := w.subprogram(e)
+		if !ok {
+			return outside, true
+		}
+		return scope{fn: id, inl: -1}, false
+	case dwarf.TagInlinedSubroutine:
+		cur := w.top()
+		return scope{fn: cur.fn, inl: w.inlined(e, cur)}, false
+	}
+	return w.top(), false
+}
+
+// unit starts a compile or partial unit: its directory and line table.
+// It returns false when MaxLineRows is exceeded, which ends the walk.
+func (w *walker) unit(e *dwarf.Entry) bool {
+	w.files, w.unitFiles = nil, make(map[*dwarf.LineFile]uint32)
+	w.compDir, _ = e.Val(dwarf.AttrCompDir).(string)
+	lr, err := w.d.LineReader(e)
+	if err != nil {
+		w.errs = append(w.errs, fmt.Errorf("line table of unit at %#x: %w", e.Offset, err))
+		return true
+	}
+	if lr == nil {
+		return true
+	}
+	w.files = lr.Files()
+	if err := w.addLines(lr); err != nil {
+		w.errs = append(w.errs, fmt.Errorf("line table of unit at %#x: %w", e.Offset, err))
+		if errors.Is(err, errTooManyRows) {
+			return false
+		}
+	}
+	return true
+}
+
+// fileID returns the id in idx.files of a file entry of the current
+// unit's line table.
+func (w *walker) fileID(f *dwarf.LineFile) uint32 {
+	if id, ok := w.unitFiles[f]; ok {
+		return id
+	}
+	full := fullPath(w.compDir, f.Name)
+	id, ok := w.fileIDs[full]
+	if !ok {
+		id = uint32(len(w.idx.files))
+		w.idx.files = append(w.idx.files, full)
+		w.fileIDs[full] = id
+	}
+	w.unitFiles[f] = id
+	return id
+}
+
+// subprogram records a DW_TAG_subprogram and returns its funcs index, or
+// -1 when it has no code. ok is false when MaxSubprograms is exceeded.
+func (w *walker) subprogram(e *dwarf.Entry) (id int32, ok bool) {
+	if len(w.subs) >= MaxSubprograms {
+		w.errs = append(w.errs, fmt.Errorf("more than %d subprograms (limit MaxSubprograms)", MaxSubprograms))
+		return -1, false
+	}
+	s := &subInfo{}
+	s.name, _ = e.Val(dwarf.AttrName).(string)
+	if i, ok := e.Val(dwarf.AttrDeclFile).(int64); ok && i >= 0 && i < int64(len(w.files)) && w.files[i] != nil {
+		s.file = fullPath(w.compDir, w.files[i].Name)
+	}
+	if l, ok := e.Val(dwarf.AttrDeclLine).(int64); ok && l > 0 && l <= 1<<31 {
+		s.line = int(l)
+	}
+	if o, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset); ok {
+		s.origin, s.hasOrigin = o, true
+	} else if o, ok := e.Val(dwarf.AttrSpecification).(dwarf.Offset); ok {
+		s.origin, s.hasOrigin = o, true
+	}
+	w.subs[e.Offset] = s
+	rs, err := w.d.Ranges(e)
+	if err != nil {
+		return -1, true
+	}
+	id = -1
+	for _, rg := range rs {
+		if rg[0] >= rg[1] || !w.valid(rg[0]) {
+			continue
+		}
+		if id < 0 {
+			id = int32(len(w.concrete))
+			w.concrete = append(w.concrete, e.Offset)
+		}
+		w.ivs = append(w.ivs, interval{lo: rg[0], hi: rg[1], id: int(id)})
+	}
+	return id, true
 }
 
 // resolveSub fills in a subprogram's missing name and declaration from
@@ -312,8 +464,9 @@ func fullPath(compDir, name string) string {
 }
 
 // addLines appends the rows of one line table. A sequence is kept only
-// when it starts inside an executable segment.
-func (idx *dwarfIndex) addLines(lr *dwarf.LineReader, compDir string, fileIDs map[string]uint32, valid func(uint64) bool) error {
+// when it covers some addresses and starts inside an executable segment.
+func (w *walker) addLines(lr *dwarf.LineReader) error {
+	idx := w.idx
 	var seq []lineRow
 	var le dwarf.LineEntry
 	for {
@@ -329,20 +482,21 @@ func (idx *dwarfIndex) addLines(lr *dwarf.LineReader, compDir string, fileIDs ma
 			row.line = uint32(le.Line)
 		}
 		if le.File != nil {
-			id, ok := fileIDs[le.File.Name]
-			if !ok {
-				id = uint32(len(idx.files))
-				idx.files = append(idx.files, fullPath(compDir, le.File.Name))
-				fileIDs[le.File.Name] = id
+			row.file = w.fileID(le.File)
+		}
+		if row.end {
+			// Rows at the end address cover nothing; kept, they
+			// would outlast the end row, which sorts first.
+			for len(seq) > 0 && seq[len(seq)-1].addr == row.addr {
+				seq = seq[:len(seq)-1]
 			}
-			row.file = id
 		}
 		seq = append(seq, row)
 		if len(idx.rows)+len(seq) > MaxLineRows {
 			return errTooManyRows
 		}
 		if le.EndSequence {
-			if valid(seq[0].addr) {
+			if len(seq) > 1 && w.valid(seq[0].addr) {
 				idx.rows = append(idx.rows, seq...)
 			}
 			seq = seq[:0]
