@@ -295,6 +295,9 @@ func (as *AddressSpace) nestedList(op string, td Address, first int64, global, t
 			return Value{}, fail(op, RCError, err)
 		}
 	}
+	if level < 0 {
+		return Value{}, fail(op, RCError, fmt.Errorf("team level %d is negative", level))
+	}
 	if used <= 0 || level+1 >= used {
 		return Value{Num: first}, nil
 	}
