@@ -530,8 +530,8 @@ func TestSummaryText(t *testing.T) {
 	first3 := strings.ReplaceAll(p.Ready["waiting"], ",", " ")
 	for _, want := range []string{
 		"counts    4 threads (4 OpenMP), 1 parallel regions,",
-		"3  wait_barrier_explicit",
-		"tids " + first3 + "\n",
+		fmt.Sprintf("3  wait_barrier_explicit  team_body at barrier.c:%d     tids %s\n", fixture.SourceLine(t, "barrier.c", "barrier"), first3),
+		fmt.Sprintf("1  work_parallel          stuck_worker at barrier.c:%d  tids %s\n", fixture.SourceLine(t, "barrier.c", "stuck_spin"), p.Ready["stuck"]),
 		"- level 1  team of 4  ",
 		"barrier.c:" + strconv.Itoa(fixture.SourceLine(t, "barrier.c", "parallel")) + "  main.omp_outlined",
 		"threads " + members + "\n",

@@ -20,17 +20,22 @@ import (
 
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
 	"github.com/ompd-inspect/ompd-inspect/internal/render"
+	"github.com/ompd-inspect/ompd-inspect/internal/stacks"
+	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/core"
 	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
 )
 
 // views lists the views every target command accepts.
-var views = []string{"summary", "threads", "regions", "tasks", "icvs", "env"}
+var views = []string{"summary", "threads", "regions", "tasks", "icvs", "env", "bt"}
 
 // viewFlags are the flags shared by attach and core.
 type viewFlags struct {
-	json   bool
-	thread int
+	json      bool
+	thread    int
+	allFrames bool
+	noCont    bool
+	group     bool
 }
 
 func main() {
@@ -75,7 +80,10 @@ func newRoot(stdout io.Writer) *cobra.Command {
 	var vf viewFlags
 	addViewFlags := func(c *cobra.Command) {
 		c.Flags().BoolVar(&vf.json, "json", false, "print JSON (the schema is in docs/json-schema.md)")
-		c.Flags().IntVar(&vf.thread, "thread", 0, "icvs: only the ICVs of this OS thread id")
+		c.Flags().IntVar(&vf.thread, "thread", 0, "icvs: only the ICVs of this OS thread id; bt: only this thread (OS thread id or gtid)")
+		c.Flags().BoolVar(&vf.allFrames, "all-frames", false, "bt: show the OpenMP runtime's and the system's frames too")
+		c.Flags().BoolVar(&vf.noCont, "no-continue", false, "bt: do not continue a worker's stack on the thread that encountered its region")
+		c.Flags().BoolVar(&vf.group, "group", false, "bt: print threads with the same stack once, with their count and ids")
 	}
 	viewHelp := "VIEW is one of " + strings.Join(views, ", ") + " (default summary)"
 
@@ -93,7 +101,7 @@ func newRoot(stdout io.Writer) *cobra.Command {
 			if err != nil || pid <= 0 {
 				return fmt.Errorf("%q is not a process id", args[0])
 			}
-			rep, err := inspectProcess(pid)
+			rep, err := inspectProcess(pid, view)
 			if err != nil {
 				return err
 			}
@@ -118,7 +126,7 @@ func newRoot(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			rep, err := inspect.Build(c, inspect.Source{Kind: "core", Core: args[0]})
+			rep, err := buildReport(c, inspect.Source{Kind: "core", Core: args[0]}, view)
 			if err != nil {
 				return err
 			}
@@ -148,7 +156,7 @@ func viewArg(args []string) (string, error) {
 
 // inspectProcess attaches, builds the report and detaches before anything
 // is printed, so the target is stopped for as short a time as possible.
-func inspectProcess(pid int) (*inspect.Report, error) {
+func inspectProcess(pid int, view string) (*inspect.Report, error) {
 	p, err := ptrace.Attach(pid, ptrace.Options{})
 	if err != nil {
 		return nil, err
@@ -161,18 +169,107 @@ func inspectProcess(pid int) (*inspect.Report, error) {
 		fmt.Fprintf(os.Stderr, "ompd-inspect: attached to process %d; waiting for a signal\n", pid)
 		select {}
 	}
-	rep, err := inspect.Build(p, inspect.Source{Kind: "process"})
+	rep, err := buildReport(p, inspect.Source{Kind: "process"}, view)
 	if cerr := p.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("detaching from process %d: %w", pid, cerr)
 	}
 	return rep, err
 }
 
+// stackViews are the views that show stacks or top user frames.
+var stackViews = map[string]bool{"summary": true, "threads": true, "bt": true}
+
+// buildReport builds the report of a stopped target, with backtraces for
+// the views that need them.
+func buildReport(t target.Target, src inspect.Source, view string) (*inspect.Report, error) {
+	rep, err := inspect.Build(t, src)
+	if err != nil || !stackViews[view] {
+		return rep, err
+	}
+	rt, err := inspect.FindRuntime(t)
+	if err != nil {
+		return nil, err
+	}
+	stacks.Add(rep, t, rt)
+	return rep, nil
+}
+
+// backtraces selects and filters the backtraces the bt view shows.
+func backtraces(rep *inspect.Report, vf viewFlags) ([]inspect.Backtrace, error) {
+	var out []inspect.Backtrace
+	for _, bt := range rep.Backtraces {
+		if vf.thread != 0 && bt.OSTID != vf.thread && (bt.GTID == nil || *bt.GTID != vf.thread) {
+			continue
+		}
+		out = append(out, stacks.Filter(bt, vf.allFrames, !vf.noCont))
+	}
+	if vf.thread != 0 && len(out) == 0 {
+		return nil, fmt.Errorf("%d is neither an OS thread id nor a gtid of process %d", vf.thread, rep.Target.PID)
+	}
+	if vf.thread != 0 && len(out) > 1 {
+		// A number that is one thread's os_tid and another's gtid: the
+		// os_tid wins.
+		for _, bt := range out {
+			if bt.OSTID == vf.thread {
+				out = []inspect.Backtrace{bt}
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// groups gathers backtraces with the same GroupKey, in order of first
+// appearance.
+func groups(bts []inspect.Backtrace) []render.BacktraceGroup {
+	var out []render.BacktraceGroup
+	index := map[string]int{}
+	for _, bt := range bts {
+		k := stacks.GroupKey(bt)
+		if i, ok := index[k]; ok {
+			out[i].Threads = append(out[i].Threads, bt.OSTID)
+			continue
+		}
+		index[k] = len(out)
+		out = append(out, render.BacktraceGroup{Threads: []int{bt.OSTID}, Backtrace: bt})
+	}
+	return out
+}
+
 func show(w io.Writer, rep *inspect.Report, view string, vf viewFlags) error {
+	if view != "bt" && (vf.allFrames || vf.noCont || vf.group) {
+		return errors.New("--all-frames, --no-continue and --group go with the bt view")
+	}
+	if view == "bt" {
+		bts, err := backtraces(rep, vf)
+		if err != nil {
+			return err
+		}
+		switch {
+		case vf.json && vf.group:
+			type group struct {
+				Threads   []int             `json:"threads"`
+				Backtrace inspect.Backtrace `json:"backtrace"`
+			}
+			var gs []group
+			for _, g := range groups(bts) {
+				gs = append(gs, group{Threads: g.Threads, Backtrace: g.Backtrace})
+			}
+			return writeJSON(w, map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, "groups": gs})
+		case vf.json:
+			return writeJSON(w, map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, "backtraces": bts})
+		case vf.group:
+			render.BacktraceGroups(w, rep, groups(bts))
+		default:
+			render.Backtraces(w, rep, bts)
+		}
+		return nil
+	}
+	rep.Backtraces = nil // only their top user frames are shown
 	icvs := rep.ICVs
 	if vf.thread != 0 {
 		if view != "icvs" {
-			return errors.New("--thread goes with the icvs view")
+			return errors.New("--thread goes with the icvs and bt views")
 		}
 		var ok bool
 		if icvs, ok = rep.ThreadICVs(vf.thread); !ok {
@@ -196,9 +293,7 @@ func show(w io.Writer, rep *inspect.Report, view string, vf viewFlags) error {
 		case "env":
 			v = common("control_vars", rep.ControlVars)
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return writeJSON(w, v)
 	}
 	switch view {
 	case "threads":
@@ -215,4 +310,10 @@ func show(w io.Writer, rep *inspect.Report, view string, vf viewFlags) error {
 		render.Summary(w, rep)
 	}
 	return nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -27,7 +27,7 @@ func TestInProcessAttachCycles(t *testing.T) {
 	p := fixture.Start(t, "busy", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}})
 	pid := strconv.Itoa(p.PID)
 	for i := range inProcessCycles {
-		if _, errs, code := cli("attach", pid, "threads", "--json"); code != 0 {
+		if _, errs, code := cli("attach", pid, "regions", "--json"); code != 0 {
 			t.Fatalf("cycle %d: exit %d: %s%s", i, code, errs, deathOf(p.PID))
 		}
 		if d := deathOf(p.PID); d != "" {

@@ -352,6 +352,7 @@ func (b *builder) newRegion(id string, level int, p *ompd.Parallel) {
 	}
 	if loc, err := p.Location(); err == nil {
 		reg.Location = loc.String()
+		reg.ConstructFunction = loc.Function
 	} else if !errors.Is(err, ompd.ErrNoLocation) && reg.Location == "" {
 		b.warn("region %s: source location: %v", id, err)
 	}
@@ -451,6 +452,7 @@ func (b *builder) newTask(id string, k *ompd.Task, status string, tid int) {
 	}
 	if loc, err := k.Location(); err == nil {
 		t.Location = loc.String()
+		t.ConstructFunction = loc.Function
 	} else {
 		t.Location = dwarfLoc
 	}

@@ -11,7 +11,10 @@ type Report struct {
 	Tasks       []Task       `json:"tasks"`
 	ICVs        []ICV        `json:"icvs"`
 	ControlVars []ControlVar `json:"control_vars"`
-	Warnings    []string     `json:"warnings"`
+	// Backtraces holds each thread's OpenMP-aware stack; filled by
+	// internal/stacks, only for the views that show stacks.
+	Backtraces []Backtrace `json:"backtraces,omitempty"`
+	Warnings   []string    `json:"warnings"`
 }
 
 // TargetInfo says what was inspected.
@@ -57,6 +60,71 @@ type Thread struct {
 	// construct of an explicit task, or the parallel construct.
 	Location string `json:"location,omitempty"`
 	Function string `json:"function,omitempty"`
+	// UserFrame is the innermost frame of the thread's stack in user
+	// code, when its stack was unwound.
+	UserFrame *FrameRef `json:"user_frame,omitempty"`
+}
+
+// FrameRef names a source position: a function and its file and line.
+type FrameRef struct {
+	Function string `json:"function"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+}
+
+// Backtrace is one thread's stack, OpenMP-aware: its frames, markers where
+// parallel regions and tasks begin, and the frames of the threads that
+// encountered its regions.
+type Backtrace struct {
+	OSTID int  `json:"os_tid"`
+	GTID  *int `json:"gtid"`
+	// State is the OMPD state (null without state tracking); Activity is
+	// what the stack itself shows the thread doing.
+	State    *string `json:"state"`
+	Activity string  `json:"activity"`
+	Frames   []Frame `json:"frames"`
+	// Stop says why unwinding of the thread's own stack ended; Complete
+	// is true when it reached the outermost frame.
+	Stop     string `json:"stop"`
+	Complete bool   `json:"complete"`
+}
+
+// Frame kinds.
+const (
+	KindUser         = "user"
+	KindRuntime      = "runtime"
+	KindSystem       = "system"
+	KindRegionMarker = "region-marker"
+	KindTaskMarker   = "task-marker"
+	KindHop          = "hop"
+)
+
+// Frame is one entry of a backtrace: a native frame (user, runtime or
+// system code), a marker where a parallel region or task begins, or a hop
+// to the stack of the thread that encountered the region.
+type Frame struct {
+	Kind string `json:"kind"`
+	// Thread is the os_tid whose stack holds the frame (after a hop, the
+	// encountering thread's).
+	Thread   int     `json:"thread"`
+	PC       *string `json:"pc"`
+	Function string  `json:"function,omitempty"`
+	// UserFunction is, for a compiler-outlined function (a parallel
+	// region's or a task's body), the user function that contains the
+	// construct.
+	UserFunction string `json:"user_function,omitempty"`
+	File         string `json:"file,omitempty"`
+	Line         int    `json:"line,omitempty"`
+	Inlined      bool   `json:"inlined,omitempty"`
+	// Region and Task identify the construct of a marker; Text is the
+	// marker's or hop's description.
+	Region *string `json:"region,omitempty"`
+	Task   *string `json:"task,omitempty"`
+	Text   string  `json:"text,omitempty"`
+	// Boundary says how a marker was placed: "ompd-frame" (the OMPD task
+	// frame matched the runtime frame that called the construct's code)
+	// or "entry-point" (the construct's function called by the runtime).
+	Boundary string `json:"boundary,omitempty"`
 }
 
 // Region is one parallel region (a team, or a serialized region).
@@ -70,19 +138,26 @@ type Region struct {
 	Function    string  `json:"function"`
 	EntryAddr   string  `json:"entry_addr"`
 	Location    string  `json:"location"`
-	Threads     []int   `json:"threads"` // os_tids, in thread-number order
+	// ConstructFunction is the user function that contains the parallel
+	// construct, as the compiler recorded it; "" when unknown.
+	ConstructFunction string `json:"construct_function"`
+	Threads           []int  `json:"threads"` // os_tids, in thread-number order
 }
 
 // Task is one task: the current task of a thread, an ancestor of one, or
 // an explicit task still queued.
 type Task struct {
-	ID       string  `json:"id"`
-	Kind     string  `json:"kind"` // "implicit" or "explicit"
-	Function string  `json:"function"`
-	Location string  `json:"location"`
-	Parent   *string `json:"parent"`
-	Region   *string `json:"region"`
-	Thread   *int    `json:"thread"` // os_tid running it; null when queued or suspended
+	ID       string `json:"id"`
+	Kind     string `json:"kind"` // "implicit" or "explicit"
+	Function string `json:"function"`
+	Location string `json:"location"`
+	// ConstructFunction is the user function that contains the task
+	// construct (for an implicit task, the parallel construct), as the
+	// compiler recorded it; "" when unknown.
+	ConstructFunction string  `json:"construct_function"`
+	Parent            *string `json:"parent"`
+	Region            *string `json:"region"`
+	Thread            *int    `json:"thread"` // os_tid running it; null when queued or suspended
 	// Status is "running", "suspended", "queued" (in a task deque, ready
 	// to start) or "blocked" (created, waiting for the tasks it depends on).
 	Status string `json:"status"`

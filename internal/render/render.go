@@ -6,6 +6,7 @@ package render
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -99,8 +100,14 @@ func Summary(w io.Writer, r *inspect.Report) {
 	byKey := map[string]*group{}
 	for _, t := range r.Threads {
 		where := "-"
-		if t.Location != "" || t.Function != "" {
-			where = strings.TrimSpace(orDash(t.Location) + " " + t.Function)
+		switch {
+		case t.UserFrame != nil:
+			where = t.UserFrame.Function
+			if t.UserFrame.File != "" {
+				where += fmt.Sprintf(" at %s:%d", filepath.Base(t.UserFrame.File), t.UserFrame.Line)
+			}
+		case t.Location != "" || t.Function != "":
+			where = strings.TrimSpace("task at " + orDash(t.Location) + " " + t.Function)
 		}
 		key := stateOf(t) + "\x00" + where
 		g := byKey[key]
@@ -112,7 +119,7 @@ func Summary(w io.Writer, r *inspect.Report) {
 		g.tids = append(g.tids, t.OSTID)
 	}
 	sort.SliceStable(groups, func(i, j int) bool { return len(groups[i].tids) > len(groups[j].tids) })
-	fmt.Fprintf(w, "\nthreads by state and location:\n")
+	fmt.Fprintf(w, "\nthreads by state and innermost user frame:\n")
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	for _, g := range groups {
 		fmt.Fprintf(tw, "  %d\t%s\t%s\ttids %s\n", len(g.tids), g.state, g.where, tids(g.tids))

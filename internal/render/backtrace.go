@@ -1,0 +1,106 @@
+package render
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+)
+
+// BacktraceGroup is a set of threads whose backtraces look the same.
+type BacktraceGroup struct {
+	Threads   []int
+	Backtrace inspect.Backtrace
+}
+
+// Backtraces prints backtraces (already filtered for the view) one thread
+// after the other.
+func Backtraces(w io.Writer, r *inspect.Report, bts []inspect.Backtrace) {
+	header(w, r)
+	for _, bt := range bts {
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "thread %d%s\n", bt.OSTID, threadLabel(r, bt))
+		backtraceBody(w, bt)
+	}
+	warnings(w, r)
+}
+
+// BacktraceGroups prints each group's backtrace once, with its threads.
+func BacktraceGroups(w io.Writer, r *inspect.Report, groups []BacktraceGroup) {
+	header(w, r)
+	for _, g := range groups {
+		fmt.Fprintln(w)
+		ids := make([]string, len(g.Threads))
+		for i, t := range g.Threads {
+			ids[i] = fmt.Sprint(t)
+		}
+		noun := "threads"
+		if len(g.Threads) == 1 {
+			noun = "thread"
+		}
+		fmt.Fprintf(w, "%d %s: %s\n", len(g.Threads), noun, strings.Join(ids, ", "))
+		fmt.Fprintf(w, "  doing: %s\n", g.Backtrace.Activity)
+		backtraceBody(w, g.Backtrace)
+	}
+	warnings(w, r)
+}
+
+func threadLabel(r *inspect.Report, bt inspect.Backtrace) string {
+	var parts []string
+	for _, t := range r.Threads {
+		if t.OSTID != bt.OSTID {
+			continue
+		}
+		if t.GTID != nil {
+			parts = append(parts, fmt.Sprintf("gtid %d", *t.GTID))
+		}
+		if t.ThreadNum != nil {
+			parts = append(parts, fmt.Sprintf("thread %d of its team", *t.ThreadNum))
+		}
+	}
+	label := ""
+	if len(parts) > 0 {
+		label = " (" + strings.Join(parts, ", ") + ")"
+	}
+	doing := bt.Activity
+	if bt.State != nil {
+		doing += "; OpenMP state " + *bt.State
+	}
+	return label + "  " + doing
+}
+
+func backtraceBody(w io.Writer, bt inspect.Backtrace) {
+	n := 0
+	for _, f := range bt.Frames {
+		switch f.Kind {
+		case inspect.KindRegionMarker, inspect.KindTaskMarker:
+			fmt.Fprintf(w, "  ── %s\n", f.Text)
+		case inspect.KindHop:
+			fmt.Fprintf(w, "  ══ %s\n", f.Text)
+		default:
+			fn := orDash(f.Function)
+			if f.UserFunction != "" && f.UserFunction != f.Function {
+				fn = fmt.Sprintf("%s [in %s]", fn, f.UserFunction)
+			}
+			where := ""
+			if f.File != "" {
+				where = fmt.Sprintf(" at %s:%d", filepath.Base(f.File), f.Line)
+			}
+			kind := ""
+			if f.Kind != inspect.KindUser {
+				kind = "  (" + f.Kind + ")"
+			}
+			inl := ""
+			if f.Inlined {
+				inl = " [inlined]"
+			}
+			fmt.Fprintf(w, "  #%-2d %s %s%s%s%s\n", n, deref(f.PC), fn, inl, where, kind)
+			n++
+		}
+	}
+	if !bt.Complete {
+		fmt.Fprintf(w, "  (unwinding stopped: %s)\n", bt.Stop)
+	}
+}

@@ -1,0 +1,606 @@
+// Package stacks builds OpenMP-aware backtraces: it unwinds every thread
+// of a target (target/unwind), names each frame, classifies it as user,
+// OpenMP runtime or system code, marks where parallel regions and tasks
+// begin, and continues a worker's stack into the stack of the thread that
+// encountered its region. It reads OpenMP facts only from an
+// inspect.Report, so it works the same with and without state tracking.
+package stacks
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/elf"
+	"github.com/ompd-inspect/ompd-inspect/target/unwind"
+)
+
+// MaxHops bounds how many times one logical stack continues on another
+// thread (one hop per nesting level).
+const MaxHops = 64
+
+// phys is one native frame, named and classified.
+type phys struct {
+	pc       uint64
+	cfa      uint64
+	exact    bool // pc is the next instruction, not a return address
+	kind     string
+	function string
+	file     string
+	line     int
+	// inlined are the functions inlined at this pc, innermost first, each
+	// with its own source position; function, file and line are then
+	// those of the concrete function that contains them.
+	inlined []elf.SourceFrame
+}
+
+// threadStack is a thread's native stack and what was found on it.
+type threadStack struct {
+	tid      int
+	frames   []phys
+	stop     unwind.Stop
+	complete bool
+	// boundaries maps a region id to the index of the frame that begins
+	// the region on this thread (the outlined function's frame).
+	boundaries map[string]int
+}
+
+// builder holds one Add call's state.
+type builder struct {
+	rep     *inspect.Report
+	t       target.Target
+	rt      *target.Module
+	stacks  map[int]*threadStack
+	threads map[int]*inspect.Thread
+	regions map[string]*inspect.Region
+	tasks   map[string]*inspect.Task
+	// regionFns and taskFns map a region's outlined function and an
+	// explicit task's entry function to the constructs that run it.
+	regionFns map[string][]*inspect.Region
+	taskFns   map[string][]*inspect.Task
+	// exitFrames maps an OMPD exit frame address to its task.
+	exitFrames map[uint64]*inspect.Task
+}
+
+// Add unwinds every thread of t and fills rep.Backtraces and each
+// thread's UserFrame. rt is the OpenMP runtime module. It must run while
+// the target is stopped (before Close).
+func Add(rep *inspect.Report, t target.Target, rt *target.Module) {
+	b := &builder{
+		rep: rep, t: t, rt: rt,
+		stacks:     map[int]*threadStack{},
+		threads:    map[int]*inspect.Thread{},
+		regions:    map[string]*inspect.Region{},
+		tasks:      map[string]*inspect.Task{},
+		regionFns:  map[string][]*inspect.Region{},
+		taskFns:    map[string][]*inspect.Task{},
+		exitFrames: map[uint64]*inspect.Task{},
+	}
+	for i := range rep.Threads {
+		b.threads[rep.Threads[i].OSTID] = &rep.Threads[i]
+	}
+	for i := range rep.Regions {
+		r := &rep.Regions[i]
+		b.regions[r.ID] = r
+		if r.Function != "" {
+			b.regionFns[r.Function] = append(b.regionFns[r.Function], r)
+		}
+	}
+	for i := range rep.Tasks {
+		k := &rep.Tasks[i]
+		b.tasks[k.ID] = k
+		if k.Kind == "explicit" && k.Function != "" {
+			b.taskFns[k.Function] = append(b.taskFns[k.Function], k)
+		}
+		if k.ExitFrame != nil {
+			if a := parseAddr(*k.ExitFrame); a != 0 {
+				b.exitFrames[a] = k
+			}
+		}
+	}
+	u := unwind.New(t)
+	type walked struct {
+		frames []unwind.Frame
+		stop   unwind.Stop
+	}
+	walks := make([]walked, len(t.Threads()))
+	for i, th := range t.Threads() {
+		walks[i].frames, walks[i].stop = u.Unwind(th)
+	}
+	indexModules(walks, func(w walked) []unwind.Frame { return w.frames })
+	for i, th := range t.Threads() {
+		w := walks[i]
+		ts := &threadStack{tid: th.TID, stop: w.stop, complete: w.stop.Complete(), boundaries: map[string]int{}}
+		for j := range w.frames {
+			ts.frames = append(ts.frames, b.name(&w.frames[j]))
+		}
+		b.stacks[th.TID] = ts
+	}
+	for _, w := range u.Warnings() {
+		rep.Warnings = append(rep.Warnings, "unwinding: "+w)
+	}
+	for _, th := range t.Threads() {
+		b.findBoundaries(b.stacks[th.TID])
+	}
+	for _, th := range t.Threads() {
+		ts := b.stacks[th.TID]
+		bt := inspect.Backtrace{OSTID: th.TID, Stop: ts.stop.String(), Complete: ts.complete}
+		if it := b.threads[th.TID]; it != nil {
+			bt.GTID, bt.State = it.GTID, it.State
+		}
+		bt.Frames = b.logical(ts, 0, 0)
+		th := b.threads[th.TID]
+		bt.Activity = activity(ts.frames, th != nil && th.Region != nil)
+		b.userFunctions(bt.Frames)
+		if it := th; it != nil {
+			for _, f := range bt.Frames {
+				if f.Kind == inspect.KindUser && f.Thread == it.OSTID {
+					it.UserFrame = &inspect.FrameRef{Function: displayName(f), File: f.File, Line: f.Line}
+					break
+				}
+			}
+		}
+		rep.Backtraces = append(rep.Backtraces, bt)
+	}
+}
+
+func parseAddr(s string) uint64 {
+	var v uint64
+	fmt.Sscanf(s, "0x%x", &v)
+	return v
+}
+
+func hex(a uint64) *string {
+	s := fmt.Sprintf("%#x", a)
+	return &s
+}
+
+// name symbolizes and classifies one native frame.
+func (b *builder) name(f *unwind.Frame) phys {
+	p := phys{pc: f.PC, cfa: f.CFA, exact: f.ExactPC()}
+	p.kind = b.classify(f.Module)
+	if fn, ok := f.Function(); ok {
+		p.function = fn
+		if p.kind == inspect.KindUser && systemFunctions[fn] {
+			p.kind = inspect.KindSystem
+		}
+	}
+	if m := f.Module; m != nil && m.Image != nil {
+		sf := m.Image.FramesAt(f.LookupPC() - m.Bias)
+		if n := len(sf); n > 0 {
+			p.file, p.line = sf[n-1].File, sf[n-1].Line
+			if sf[n-1].Function != "" {
+				p.function = sf[n-1].Function
+			}
+			p.inlined = sf[:n-1]
+		}
+	}
+	return p
+}
+
+// systemDirs are where a system's shared libraries live.
+var systemDirs = []string{"/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/usr/libexec/"}
+
+// systemFunctions are functions of the executable that belong to the C
+// library's start-up code.
+var systemFunctions = map[string]bool{"_start": true, "__libc_csu_init": true, "_init": true}
+
+// classify says whose code a module holds: the OpenMP runtime's, the
+// system's (libc, the dynamic linker, the vDSO and other libraries in the
+// system's library directories) or the user's (everything else).
+func (b *builder) classify(m *target.Module) string {
+	if m == nil {
+		return inspect.KindSystem // the vDSO, or code in no module
+	}
+	if b.rt != nil && m.Start == b.rt.Start && m.Name == b.rt.Name {
+		return inspect.KindRuntime
+	}
+	for _, d := range systemDirs {
+		if strings.HasPrefix(m.Name, d) {
+			return inspect.KindSystem
+		}
+	}
+	return inspect.KindUser
+}
+
+// isRegionBoundary reports whether frame i of ts begins region r: the
+// frame runs r's outlined function and its caller is runtime code.
+func (b *builder) callerIsRuntime(ts *threadStack, i int) bool {
+	return i+1 < len(ts.frames) && ts.frames[i+1].kind == inspect.KindRuntime
+}
+
+// findBoundaries records, for each region the thread's stack runs, the
+// frame that begins it, matching the thread's chain of regions (its
+// current region, then each enclosing one) innermost first.
+func (b *builder) findBoundaries(ts *threadStack) {
+	th := b.threads[ts.tid]
+	if th == nil || th.Region == nil {
+		return
+	}
+	var chain []*inspect.Region
+	for id := th.Region; id != nil && len(chain) < MaxHops; {
+		r := b.regions[*id]
+		if r == nil {
+			break
+		}
+		chain = append(chain, r)
+		id = r.Parent
+	}
+	next := 0
+	for i, f := range ts.frames {
+		if next >= len(chain) || f.kind != inspect.KindUser || !b.callerIsRuntime(ts, i) {
+			continue
+		}
+		cands := b.regionFns[f.function]
+		if len(cands) == 0 {
+			continue
+		}
+		// The next region of the chain that runs this function.
+		for j := next; j < len(chain); j++ {
+			if chain[j].Function == f.function {
+				ts.boundaries[chain[j].ID] = i
+				next = j + 1
+				break
+			}
+		}
+	}
+}
+
+// frameAddr is the frame address (__builtin_frame_address(0)) of a frame
+// with a standard prologue: the saved rbp, just below the return address.
+func frameAddr(p phys) uint64 {
+	if p.cfa < 16 {
+		return 0
+	}
+	return p.cfa - 16
+}
+
+// forkEntries are the runtime entry points a thread calls to start a
+// parallel region; it stays inside them until the region's end.
+var forkEntries = map[string]bool{
+	"__kmpc_fork_call": true, "__kmpc_fork_call_if": true, "__kmpc_fork_teams": true,
+	"GOMP_parallel": true, "GOMP_parallel_start": true,
+}
+
+// forkFrame returns the index of the innermost user frame of ts that
+// called a runtime fork entry point, or -1.
+func forkFrame(ts *threadStack) int {
+	for i := 1; i < len(ts.frames); i++ {
+		if ts.frames[i].kind == inspect.KindUser && ts.frames[i-1].kind == inspect.KindRuntime && forkEntries[ts.frames[i-1].function] {
+			return i
+		}
+	}
+	return -1
+}
+
+// continuation returns where the logical stack of a region's encountering
+// thread goes on: the frame after the region's boundary on its stack, or,
+// when it no longer runs the region's code (it waits at the region's end),
+// its frame that called the fork entry point.
+func continuation(ts *threadStack, region string) (int, bool) {
+	if i, ok := ts.boundaries[region]; ok {
+		return i + 1, true
+	}
+	if i := forkFrame(ts); i >= 0 {
+		return i, true
+	}
+	return 0, false
+}
+
+func (b *builder) regionMarker(ts *threadStack, r *inspect.Region, atEnd bool) inspect.Frame {
+	num := indexOf(r.Threads, ts.tid)
+	text := fmt.Sprintf("#pragma omp parallel at %s — team of %d, thread %d", orUnknown(filepath.Base(r.Location)), r.TeamSize, num)
+	if atEnd {
+		text = "at the end of " + text + " (its code has returned; waiting for the team)"
+	}
+	return inspect.Frame{Kind: inspect.KindRegionMarker, Thread: ts.tid, Region: &r.ID, Boundary: "entry-point", Text: text}
+}
+
+// frames returns frame i of ts as shown: the functions inlined at its pc
+// (innermost first), then the function itself.
+func (b *builder) frames(ts *threadStack, i int) []inspect.Frame {
+	p := ts.frames[i]
+	out := make([]inspect.Frame, 0, len(p.inlined)+1)
+	for _, in := range p.inlined {
+		out = append(out, inspect.Frame{Kind: p.kind, Thread: ts.tid, PC: hex(p.pc), Function: in.Function, File: in.File, Line: in.Line, Inlined: true})
+	}
+	return append(out, inspect.Frame{Kind: p.kind, Thread: ts.tid, PC: hex(p.pc), Function: p.function, File: p.file, Line: p.line})
+}
+
+// logical returns the logical stack of ts from frame from on: its frames,
+// with markers, continuing on the encountering thread of a region this
+// thread only works in.
+func (b *builder) logical(ts *threadStack, from, hops int) []inspect.Frame {
+	var out []inspect.Frame
+	regionAt := map[int]string{}
+	for id, i := range ts.boundaries {
+		regionAt[i] = id
+	}
+	// The thread's current region, when its stack no longer runs the
+	// region's code: the thread waits at the region's end.
+	var ending *inspect.Region
+	if th := b.threads[ts.tid]; from == 0 && th != nil && th.Region != nil {
+		if _, ok := ts.boundaries[*th.Region]; !ok {
+			ending = b.regions[*th.Region]
+		}
+	}
+	endAt := -1
+	if ending != nil && len(ending.Threads) > 0 && ending.Threads[0] == ts.tid {
+		endAt = forkFrame(ts)
+	}
+	for i := from; i < len(ts.frames); i++ {
+		if i == endAt {
+			out = append(out, b.regionMarker(ts, ending, true))
+			ending = nil
+		}
+		p := ts.frames[i]
+		out = append(out, b.frames(ts, i)...)
+		if k := b.taskAt(ts, i); k != nil {
+			out = append(out, b.taskMarker(ts, i, k))
+			continue
+		}
+		id, ok := regionAt[i]
+		if !ok || p.kind != inspect.KindUser || !b.callerIsRuntime(ts, i) {
+			continue
+		}
+		r := b.regions[id]
+		m := b.regionMarker(ts, r, false)
+		if k := b.exitFrames[frameAddr(ts.frames[i+1])]; k != nil && k.Kind == "implicit" && k.Region != nil && *k.Region == r.ID {
+			m.Boundary = "ompd-frame"
+		}
+		out = append(out, m)
+		if len(r.Threads) == 0 || r.Threads[0] == ts.tid || r.Serialized {
+			continue // this thread encountered the region: its stack goes on
+		}
+		// A worker: the rest of its own stack is the runtime's thread
+		// pool; the region was encountered by the team's thread 0.
+		for j := i + 1; j < len(ts.frames); j++ {
+			out = append(out, b.frames(ts, j)...)
+		}
+		return append(out, b.hop(r, hops)...)
+	}
+	if ending != nil && len(ending.Threads) > 0 && ending.Threads[0] != ts.tid && !ending.Serialized {
+		// A worker waiting at the end of its region.
+		out = append(out, b.regionMarker(ts, ending, true))
+		out = append(out, b.hop(ending, hops)...)
+	}
+	return out
+}
+
+// hop continues a logical stack on the thread that encountered region r.
+func (b *builder) hop(r *inspect.Region, hops int) []inspect.Frame {
+	master := b.stacks[r.Threads[0]]
+	if master == nil || hops >= MaxHops {
+		return nil
+	}
+	at, ok := continuation(master, r.ID)
+	if !ok {
+		return []inspect.Frame{{Kind: inspect.KindHop, Thread: master.tid,
+			Text: fmt.Sprintf("the region was encountered by thread 0 (%d), whose stack does not show where", master.tid)}}
+	}
+	out := []inspect.Frame{{Kind: inspect.KindHop, Thread: master.tid,
+		Text: fmt.Sprintf("continued on thread 0 (%d), which encountered the region", master.tid)}}
+	return append(out, b.logical(master, at, hops+1)...)
+}
+
+// taskAt returns the explicit task whose code frame i of ts begins: the
+// frame runs a task entry function. Among tasks with that entry, the one
+// in the thread's task stack, else the only running or suspended one.
+func (b *builder) taskAt(ts *threadStack, i int) *inspect.Task {
+	p := ts.frames[i]
+	if p.kind != inspect.KindUser {
+		return nil
+	}
+	cands := b.taskFns[p.function]
+	if len(cands) == 0 {
+		return nil
+	}
+	if th := b.threads[ts.tid]; th != nil {
+		for _, id := range th.TaskStack {
+			for _, k := range cands {
+				if k.ID == id {
+					return k
+				}
+			}
+		}
+	}
+	var only *inspect.Task
+	for _, k := range cands {
+		if k.Status == "running" || k.Status == "suspended" {
+			if only != nil {
+				return cands[0] // ambiguous: the construct is still right
+			}
+			only = k
+		}
+	}
+	if only != nil {
+		return only
+	}
+	return cands[0]
+}
+
+func (b *builder) taskMarker(ts *threadStack, i int, k *inspect.Task) inspect.Frame {
+	parent := "none"
+	if k.Parent != nil {
+		parent = *k.Parent
+	}
+	m := inspect.Frame{Kind: inspect.KindTaskMarker, Thread: ts.tid, Task: &k.ID, Boundary: "entry-point",
+		Text: fmt.Sprintf("#pragma omp task at %s — task %s, parent %s", orUnknown(filepath.Base(k.Location)), k.ID, parent)}
+	if i+1 < len(ts.frames) {
+		if e := b.exitFrames[frameAddr(ts.frames[i+1])]; e == k {
+			m.Boundary = "ompd-frame"
+		}
+	}
+	return m
+}
+
+func indexOf(s []int, v int) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func orUnknown(s string) string {
+	if s == "" || s == "." {
+		return "unknown location"
+	}
+	return s
+}
+
+// isOutlined reports whether name is a compiler-outlined OpenMP function
+// (clang: .omp_outlined., NAME.omp_outlined, .omp_task_entry.; gcc:
+// NAME._omp_fn.N).
+func isOutlined(name string) bool {
+	return strings.Contains(name, "omp_outlined") || strings.HasPrefix(name, ".omp_task_entry.") ||
+		strings.Contains(name, "._omp_fn.")
+}
+
+// userFunctions sets UserFunction of every outlined frame: the function
+// that contains the construct whose marker is below it (as the compiler
+// recorded it, else the next user frame below the marker).
+func (b *builder) userFunctions(frames []inspect.Frame) {
+	current, next := "", ""
+	for i := len(frames) - 1; i >= 0; i-- {
+		f := &frames[i]
+		switch {
+		case f.Kind == inspect.KindRegionMarker && f.Region != nil:
+			current = next
+			if r := b.regions[*f.Region]; r != nil && r.ConstructFunction != "" {
+				current = r.ConstructFunction
+			}
+		case f.Kind == inspect.KindTaskMarker && f.Task != nil:
+			current = ""
+			if k := b.tasks[*f.Task]; k != nil && k.ConstructFunction != "" {
+				current = k.ConstructFunction
+			}
+		case f.Kind == inspect.KindUser && isOutlined(f.Function):
+			switch {
+			case current != "":
+				f.UserFunction = current
+			case prefixName(f.Function) != "":
+				f.UserFunction = prefixName(f.Function)
+			}
+		case f.Kind == inspect.KindUser && !f.Inlined:
+			next = f.Function
+		}
+	}
+}
+
+// prefixName extracts the user function from an outlined name that
+// carries it (main.omp_outlined, main._omp_fn.0).
+func prefixName(name string) string {
+	for _, sep := range []string{".omp_outlined", "._omp_fn."} {
+		if i := strings.Index(name, sep); i > 0 {
+			return name[:i]
+		}
+	}
+	return ""
+}
+
+// displayName is how a frame's function is shown: an outlined function as
+// the user function that contains the construct.
+func displayName(f inspect.Frame) string {
+	if f.UserFunction != "" {
+		return f.UserFunction
+	}
+	return f.Function
+}
+
+// Filter returns bt as a view shows it: without allFrames, runtime frames
+// are folded away, and so are system frames that do not lead to user code
+// (the runtime's waits, thread start-up); without cont, frames from other
+// threads' stacks (after a hop) are dropped.
+func Filter(bt inspect.Backtrace, allFrames, cont bool) inspect.Backtrace {
+	out := bt
+	out.Frames = nil
+	for i, f := range bt.Frames {
+		if !cont && (f.Thread != bt.OSTID || f.Kind == inspect.KindHop) {
+			continue
+		}
+		if !allFrames {
+			switch f.Kind {
+			case inspect.KindRuntime:
+				continue
+			case inspect.KindSystem:
+				if !leadsToUser(bt.Frames, i) {
+					continue
+				}
+			}
+		}
+		out.Frames = append(out.Frames, f)
+	}
+	if out.Frames == nil {
+		out.Frames = []inspect.Frame{}
+	}
+	return out
+}
+
+// leadsToUser reports whether the first frame below frames[i] that is not
+// system code is a user frame of the same thread: a system function that
+// user code called.
+func leadsToUser(frames []inspect.Frame, i int) bool {
+	for j := i + 1; j < len(frames); j++ {
+		f := frames[j]
+		if f.Thread != frames[i].Thread {
+			return false
+		}
+		switch f.Kind {
+		case inspect.KindSystem:
+			continue
+		case inspect.KindUser:
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// GroupKey is what makes two backtraces the same for grouping: the
+// sequence of shown frames' functions, lines, regions and tasks, ignoring
+// which thread holds them.
+func GroupKey(bt inspect.Backtrace) string {
+	var sb strings.Builder
+	sb.WriteString(bt.Activity)
+	for _, f := range bt.Frames {
+		fmt.Fprintf(&sb, "|%s %s:%d", f.Kind, f.Function, f.Line)
+		if f.Region != nil {
+			sb.WriteString(" r" + *f.Region)
+		}
+		if f.Task != nil {
+			sb.WriteString(" t" + *f.Task)
+		}
+	}
+	return sb.String()
+}
+
+// indexModules loads, in parallel, the debug information of every module
+// that some frame's pc falls in: each module's index is built once, and
+// building several at a time is what makes the first backtrace fast.
+func indexModules[W any](walks []W, frames func(W) []unwind.Frame) {
+	seen := map[*elf.Image]bool{}
+	var images []*elf.Image
+	for _, w := range walks {
+		for _, f := range frames(w) {
+			if m := f.Module; m != nil && m.Image != nil && !seen[m.Image] {
+				seen[m.Image] = true
+				images = append(images, m.Image)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for _, im := range images {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			im.DebugInfo() // builds the index; errors show when frames are named
+		}()
+	}
+	wg.Wait()
+}

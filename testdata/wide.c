@@ -1,0 +1,44 @@
+/*
+ * wide.c: 256 OpenMP threads, for benchmarks (backtraces of every thread).
+ *
+ * One team of WIDE threads (LINE:parallel). Threads 1..WIDE-1 wait in the
+ * explicit barrier at LINE:barrier; thread 0 (the initial thread) waits
+ * until they are all there, prints READY (aborts in abort mode,
+ * LINE:abort), then spins at LINE:spin, never reaching the barrier.
+ *
+ * READY keys: threads=WIDE
+ */
+#include <omp.h>
+
+#include "fixture.h"
+
+enum { WIDE = 256 };
+
+static struct fx_slot slot[WIDE];
+
+int main(int argc, char **argv) {
+  fx_init(argc, argv);
+#pragma omp parallel num_threads(WIDE) /* LINE:parallel */
+  {
+    int me = omp_get_thread_num();
+    if (omp_get_num_threads() != WIDE)
+      fx_fail("team of %d threads, not %d", omp_get_num_threads(), WIDE);
+    if (me != 0) {
+      fx_record(&slot[me]);
+#pragma omp barrier /* LINE:barrier */
+      fx_fail("the barrier completed");
+    }
+    struct fx_slot *others[WIDE - 1];
+    for (int i = 1; i < WIDE; i++)
+      others[i - 1] = &slot[i];
+    fx_settle(others, WIDE - 1);
+    struct fx_line l;
+    fx_begin(&l);
+    fx_add(&l, "threads", "%d", WIDE);
+    fx_emit(&l);
+    FX_MAYBE_ABORT(); /* LINE:abort */
+    for (;;)
+      nanosleep(&fx_nap, NULL); /* LINE:spin */
+  }
+  return 1;
+}
