@@ -335,3 +335,50 @@ func TestBacktraceThreadSelection(t *testing.T) {
 	}
 	assertRunning(t, p)
 }
+
+// TestBacktraceActivities: what each thread waits for is read from its
+// stack, without state tracking too.
+func TestBacktraceActivities(t *testing.T) {
+	for _, env := range [][]string{{"OMP_DEBUG=enabled"}, nil} {
+		r, ready, _ := btOf(t, "lock", live, env)
+		for _, tid := range ready.Ints(t, "waiters") {
+			if a := btOfThread(t, r, tid).Activity; a != "lock" {
+				t.Errorf("lock waiter %d (env %v): activity %q", tid, env, a)
+			}
+		}
+		if a := btOfThread(t, r, ready.Int(t, "holder")).Activity; a != "user code" {
+			t.Errorf("lock holder (env %v): activity %q", env, a)
+		}
+		r, ready, _ = btOf(t, "barrier", live, env)
+		for _, tid := range ready.Ints(t, "waiting") {
+			bt := btOfThread(t, r, tid)
+			if bt.Activity != "barrier (explicit or end of worksharing)" || len(bt.Frames) == 0 ||
+				bt.Frames[0].Line != line(t, "barrier.c", "barrier") {
+				t.Errorf("barrier waiter %d (env %v): %q, first frame %+v", tid, env, bt.Activity, bt.Frames)
+			}
+		}
+	}
+}
+
+// TestBacktraceNestedTasks: the thread running an included task inside the
+// final task shows both task markers, innermost first, then its implicit
+// task's region.
+func TestBacktraceNestedTasks(t *testing.T) {
+	forEachSource(t, func(t *testing.T, src source) {
+		r, ready, _ := btOf(t, "tasks", src, []string{"OMP_DEBUG=enabled"})
+		var markers []string
+		for _, s := range signature(t, btOfThread(t, r, ready.Int(t, "final"))) {
+			if strings.HasPrefix(s, "task ") || strings.HasPrefix(s, "parallel ") {
+				markers = append(markers, s)
+			}
+		}
+		want := []string{
+			fmt.Sprintf("task tasks.c:%d", line(t, "tasks.c", "task_child")),
+			fmt.Sprintf("task tasks.c:%d", line(t, "tasks.c", "task_final")),
+			fmt.Sprintf("parallel tasks.c:%d team 3 thread %d", line(t, "tasks.c", "parallel"), ready.Int(t, "final_num")),
+		}
+		if strings.Join(markers, ",") != strings.Join(want, ",") {
+			t.Errorf("final thread markers %v; want %v", markers, want)
+		}
+	})
+}
