@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,37 +29,13 @@ func TestMain(m *testing.M) {
 	sharedDir = dir
 	code := m.Run()
 	os.RemoveAll(dir)
-	if kids := children(os.Getpid()); len(kids) > 0 {
+	if kids := fixture.Children(os.Getpid()); len(kids) > 0 {
 		fmt.Fprintf(os.Stderr, "unwind: processes left behind by the tests: %v\n", kids)
 		code = 1
 	}
 	os.Exit(code)
 }
 
-// children lists the processes (zombies included) whose parent is pid.
-func children(pid int) []string {
-	ents, _ := os.ReadDir("/proc")
-	var out []string
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		end := strings.LastIndexByte(s, ')')
-		if end < 0 {
-			continue
-		}
-		f := strings.Fields(s[end+1:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, e.Name()+" "+s[:end+1])
-		}
-	}
-	return out
-}
 
 // The fixtures whose every thread is compared with gdb.
 var gdbFixtures = []string{"nested", "tasks", "barrier", "lock"}
