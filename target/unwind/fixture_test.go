@@ -36,9 +36,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-
 // The fixtures whose every thread is compared with gdb.
-var gdbFixtures = []string{"nested", "tasks", "barrier", "lock"}
+var gdbFixtures = []string{"nested", "tasks", "barrier", "lock", "icvs", "demo", "crash"}
 
 // stopPollTries and stopPollInterval bound waiting for a job-control stop.
 const (
@@ -198,6 +197,9 @@ var abortCaller = map[string]string{
 	"tasks":   "producer_wait",
 	"barrier": "stuck_worker",
 	"lock":    "hold_lock",
+	"icvs":    "icv_wait",
+	"demo":    "solve",
+	"crash":   "explode",
 }
 
 // TestStrippedRuntimeMatchesGDB compares the fixtures linked against
