@@ -1,0 +1,106 @@
+package stacks
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+)
+
+func fr(kind string, thread int, fn string) inspect.Frame {
+	return inspect.Frame{Kind: kind, Thread: thread, Function: fn}
+}
+
+func functions(bt inspect.Backtrace) string {
+	var s []string
+	for _, f := range bt.Frames {
+		s = append(s, f.Function+f.Text)
+	}
+	return strings.Join(s, " ")
+}
+
+// A worker waiting in a barrier, continued on thread 1.
+var worker = inspect.Backtrace{OSTID: 2, Frames: []inspect.Frame{
+	fr(inspect.KindSystem, 2, "futex"),
+	fr(inspect.KindRuntime, 2, "__kmp_wait"),
+	fr(inspect.KindRuntime, 2, "__kmpc_barrier"),
+	fr(inspect.KindSystem, 2, "nanosleep"),
+	fr(inspect.KindUser, 2, "body"),
+	fr(inspect.KindUser, 2, "main.omp_outlined"),
+	{Kind: inspect.KindRegionMarker, Thread: 2, Text: "region"},
+	fr(inspect.KindRuntime, 2, "__kmp_invoke_microtask"),
+	fr(inspect.KindSystem, 2, "start_thread"),
+	{Kind: inspect.KindHop, Thread: 1, Text: "hop"},
+	fr(inspect.KindUser, 1, "main"),
+	fr(inspect.KindSystem, 1, "__libc_start_main"),
+}}
+
+func TestFilter(t *testing.T) {
+	for _, c := range []struct {
+		all, cont bool
+		want      string
+	}{
+		// futex was called by the runtime and start_thread leads to no
+		// user code: folded; nanosleep leads to body: shown.
+		{false, true, "nanosleep body main.omp_outlined region hop main"},
+		{false, false, "nanosleep body main.omp_outlined region"},
+		{true, true, "futex __kmp_wait __kmpc_barrier nanosleep body main.omp_outlined region __kmp_invoke_microtask start_thread hop main __libc_start_main"},
+		{true, false, "futex __kmp_wait __kmpc_barrier nanosleep body main.omp_outlined region __kmp_invoke_microtask start_thread"},
+	} {
+		if got := functions(Filter(worker, c.all, c.cont)); got != c.want {
+			t.Errorf("Filter(all=%v, cont=%v) = %q; want %q", c.all, c.cont, got, c.want)
+		}
+	}
+}
+
+func TestGroupKeyIgnoresThreads(t *testing.T) {
+	other := worker
+	other.OSTID = 3
+	other.Frames = append([]inspect.Frame(nil), worker.Frames...)
+	for i := range other.Frames {
+		if other.Frames[i].Thread == 2 {
+			other.Frames[i].Thread = 3
+		}
+	}
+	other.Frames[6].Text = "region, thread 2" // marker texts differ by thread number
+	if GroupKey(worker) != GroupKey(other) {
+		t.Error("two workers of one team with the same frames have different group keys")
+	}
+	other.Frames[4].Line = 99
+	if GroupKey(worker) == GroupKey(other) {
+		t.Error("a different line gives the same group key")
+	}
+}
+
+func TestActivity(t *testing.T) {
+	p := func(kind, fn string) phys { return phys{kind: kind, function: fn} }
+	for _, c := range []struct {
+		frames   []phys
+		inRegion bool
+		want     string
+	}{
+		{[]phys{p(inspect.KindSystem, "futex"), p(inspect.KindRuntime, "__kmp_acquire_queuing_lock"), p(inspect.KindRuntime, "__kmpc_set_lock"), p(inspect.KindUser, "f")}, true, ActivityLock},
+		{[]phys{p(inspect.KindRuntime, "__kmp_suspend_64"), p(inspect.KindRuntime, "__kmp_fork_barrier"), p(inspect.KindRuntime, "__kmp_launch_thread")}, false, ActivityIdle},
+		{[]phys{p(inspect.KindRuntime, "__kmp_suspend_64"), p(inspect.KindRuntime, "__kmp_fork_barrier"), p(inspect.KindRuntime, "__kmp_launch_thread")}, true, ActivityBarrierImplicit},
+		{[]phys{p(inspect.KindSystem, "nanosleep"), p(inspect.KindUser, "work")}, true, ActivityUser},
+		{[]phys{p(inspect.KindRuntime, "__kmp_x"), p(inspect.KindUser, "work")}, true, ActivityRuntime},
+		{[]phys{p(inspect.KindSystem, "poll")}, false, ActivityNotOpenMP},
+		{nil, false, activityUnknownUnwinding},
+	} {
+		if got := activity(c.frames, c.inRegion); got != c.want {
+			t.Errorf("activity(%v, %v) = %q; want %q", c.frames, c.inRegion, got, c.want)
+		}
+	}
+}
+
+func TestOutlinedNames(t *testing.T) {
+	for name, want := range map[string]string{"main.omp_outlined": "main", "outer_body.omp_outlined_debug__": "outer_body",
+		"main._omp_fn.0": "main", ".omp_outlined.": "", ".omp_task_entry.": ""} {
+		if !isOutlined(name) || prefixName(name) != want {
+			t.Errorf("%s: outlined %v, prefix %q; want true, %q", name, isOutlined(name), prefixName(name), want)
+		}
+	}
+	if isOutlined("main") {
+		t.Error("main is not outlined")
+	}
+}
