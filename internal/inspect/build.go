@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/handles"
@@ -190,9 +189,8 @@ func (b *builder) threads() {
 		}
 		th.TaskStack = []string{}
 		if k, err := h.CurrentTask(); err == nil {
-			id := b.addTaskChain(k, nt.TID)
-			th.Task = strp(id)
-			t := b.r.Tasks[b.taskIndex(id)]
+			t := b.r.Tasks[b.addTaskChain(k, nt.TID)]
+			th.Task = strp(t.ID)
 			th.Function, th.Location = t.Function, t.Location
 			th.TaskStack = b.taskStack(nt.TID, h, k)
 		} else if !errors.Is(err, ompd.ErrUnavailable) {
@@ -261,7 +259,7 @@ func (b *builder) taskStack(tid int, h *ompd.Thread, k *ompd.Task) []string {
 // addRegionChain records p and its enclosing regions (level >= 1) and
 // returns p's id, or false when p is the initial implicit region.
 func (b *builder) addRegionChain(tid int, p *ompd.Parallel) (string, bool) {
-	var ids []string // from p outwards
+	var chain []int // indexes in r.Regions, from p outwards
 	depth := 0
 	for ; depth < MaxNesting; depth++ {
 		level, err := p.Level()
@@ -281,7 +279,7 @@ func (b *builder) addRegionChain(tid int, p *ompd.Parallel) (string, bool) {
 		if reg := &b.r.Regions[idx]; p.Serialized() && !containsInt(reg.Threads, tid) {
 			reg.Threads = append(reg.Threads, tid)
 		}
-		ids = append(ids, id)
+		chain = append(chain, idx)
 		if seen {
 			break // the rest of the chain is recorded already
 		}
@@ -297,13 +295,13 @@ func (b *builder) addRegionChain(tid int, p *ompd.Parallel) (string, bool) {
 	if depth == MaxNesting {
 		b.warn("thread %d: the chain of enclosing parallel regions is longer than %d: stopped there (a cycle, or memory changing while read)", tid, MaxNesting)
 	}
-	for i := 0; i+1 < len(ids); i++ {
-		b.r.Regions[b.regionIndex(ids[i])].Parent = strp(ids[i+1])
+	for i := 0; i+1 < len(chain); i++ {
+		b.r.Regions[chain[i]].Parent = strp(b.r.Regions[chain[i+1]].ID)
 	}
-	if len(ids) == 0 {
+	if len(chain) == 0 {
 		return "", false
 	}
-	return ids[0], true
+	return b.r.Regions[chain[0]].ID, true
 }
 
 func containsInt(s []int, v int) bool {
@@ -313,24 +311,6 @@ func containsInt(s []int, v int) bool {
 		}
 	}
 	return false
-}
-
-// regionIndex returns the index in r.Regions of the region with id.
-func (b *builder) regionIndex(id string) int {
-	i, _ := b.regions.Lookup(parseID(id))
-	return i
-}
-
-// taskIndex returns the index in r.Tasks of the task with id.
-func (b *builder) taskIndex(id string) int {
-	i, _ := b.tasks.Lookup(parseID(id))
-	return i
-}
-
-// parseID turns an id made by hexID back into the address.
-func parseID(id string) uint64 {
-	v, _ := strconv.ParseUint(strings.TrimPrefix(id, "0x"), 16, 64)
-	return v
 }
 
 // newRegion appends the region p, just interned, to r.Regions.
@@ -378,24 +358,24 @@ func (b *builder) newRegion(id string, level int, p *ompd.Parallel) {
 	b.r.Regions = append(b.r.Regions, reg)
 }
 
-// addTaskChain records task k as running on tid (tid 0: not running) and
-// its generating tasks up the chain; it returns k's id.
-func (b *builder) addTaskChain(k *ompd.Task, tid int) string {
-	first := ""
+// addTaskChain records task k as running on tid (tid 0: suspended) and
+// its generating tasks up the chain; it returns k's index in r.Tasks.
+func (b *builder) addTaskChain(k *ompd.Task, tid int) int {
+	first := -1
 	status := "running"
 	if tid == 0 {
 		status = "suspended"
 	}
 	for depth := 0; ; depth++ {
 		if depth == MaxNesting {
-			b.warn("task %s: the chain of generating tasks is longer than %d: stopped there (a cycle, or memory changing while read)", first, MaxNesting)
+			b.warn("task %s: the chain of generating tasks is longer than %d: stopped there (a cycle, or memory changing while read)", b.r.Tasks[first].ID, MaxNesting)
 			return first
 		}
 		id := hexID(k.Addr())
-		if first == "" {
-			first = id
-		}
 		idx, isNew := b.tasks.Intern(k)
+		if first < 0 {
+			first = idx
+		}
 		if !isNew {
 			t := &b.r.Tasks[idx]
 			if status == "running" {
@@ -540,17 +520,17 @@ func (b *builder) icvs() {
 			}
 		}
 	}
-	for _, reg := range b.r.Regions {
+	for i, reg := range b.r.Regions { // index i is the region's in b.regions until normalize
 		for _, icv := range all {
 			if icv.Scope == ompd.ScopeParallel {
-				add(icv, reg.ID, b.regions.At(b.regionIndex(reg.ID)))
+				add(icv, reg.ID, b.regions.At(i))
 			}
 		}
 	}
-	for _, t := range b.r.Tasks {
+	for i, t := range b.r.Tasks {
 		for _, icv := range all {
 			if icv.Scope == ompd.ScopeTask {
-				add(icv, t.ID, b.tasks.At(b.taskIndex(t.ID)))
+				add(icv, t.ID, b.tasks.At(i))
 			}
 		}
 	}

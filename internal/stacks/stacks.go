@@ -57,10 +57,9 @@ type builder struct {
 	threads map[int]*inspect.Thread
 	regions map[string]*inspect.Region
 	tasks   map[string]*inspect.Task
-	// regionFns and taskFns map a region's outlined function and an
-	// explicit task's entry function to the constructs that run it.
-	regionFns map[string][]*inspect.Region
-	taskFns   map[string][]*inspect.Task
+	// taskFns maps an explicit task's entry function to the tasks that
+	// run it.
+	taskFns map[string][]*inspect.Task
 	// exitFrames maps an OMPD exit frame address to its task.
 	exitFrames map[uint64]*inspect.Task
 }
@@ -75,7 +74,6 @@ func Add(rep *inspect.Report, t target.Target, rt *target.Module) {
 		threads:    map[int]*inspect.Thread{},
 		regions:    map[string]*inspect.Region{},
 		tasks:      map[string]*inspect.Task{},
-		regionFns:  map[string][]*inspect.Region{},
 		taskFns:    map[string][]*inspect.Task{},
 		exitFrames: map[uint64]*inspect.Task{},
 	}
@@ -85,9 +83,6 @@ func Add(rep *inspect.Report, t target.Target, rt *target.Module) {
 	for i := range rep.Regions {
 		r := &rep.Regions[i]
 		b.regions[r.ID] = r
-		if r.Function != "" {
-			b.regionFns[r.Function] = append(b.regionFns[r.Function], r)
-		}
 	}
 	for i := range rep.Tasks {
 		k := &rep.Tasks[i]
@@ -232,10 +227,6 @@ func (b *builder) findBoundaries(ts *threadStack) {
 	next := 0
 	for i, f := range ts.frames {
 		if next >= len(chain) || f.kind != inspect.KindUser || !b.callerIsRuntime(ts, i) {
-			continue
-		}
-		cands := b.regionFns[f.function]
-		if len(cands) == 0 {
 			continue
 		}
 		// The next region of the chain that runs this function.
