@@ -126,7 +126,7 @@ func Add(rep *inspect.Report, t target.Target, rt *target.Module) {
 		if it := b.threads[th.TID]; it != nil {
 			bt.GTID, bt.State = it.GTID, it.State
 		}
-		bt.Frames = b.logical(ts, 0, 0)
+		bt.Frames = b.logical(ts, 0, 0, map[string]bool{})
 		th := b.threads[th.TID]
 		bt.Activity = activity(ts.frames, th != nil && th.Region != nil)
 		b.userFunctions(bt.Frames)
@@ -304,7 +304,7 @@ func (b *builder) frames(ts *threadStack, i int) []inspect.Frame {
 // logical returns the logical stack of ts from frame from on: its frames,
 // with markers, continuing on the encountering thread of a region this
 // thread only works in.
-func (b *builder) logical(ts *threadStack, from, hops int) []inspect.Frame {
+func (b *builder) logical(ts *threadStack, from, hops int, used map[string]bool) []inspect.Frame {
 	var out []inspect.Frame
 	regionAt := map[int]string{}
 	for id, i := range ts.boundaries {
@@ -329,8 +329,8 @@ func (b *builder) logical(ts *threadStack, from, hops int) []inspect.Frame {
 		}
 		p := ts.frames[i]
 		out = append(out, b.frames(ts, i)...)
-		if k := b.taskAt(ts, i); k != nil {
-			out = append(out, b.taskMarker(ts, i, k))
+		if construct, k, ok := b.taskAt(ts, i, used); ok {
+			out = append(out, b.taskMarker(ts, i, construct, k))
 			continue
 		}
 		id, ok := regionAt[i]
@@ -351,18 +351,18 @@ func (b *builder) logical(ts *threadStack, from, hops int) []inspect.Frame {
 		for j := i + 1; j < len(ts.frames); j++ {
 			out = append(out, b.frames(ts, j)...)
 		}
-		return append(out, b.hop(r, hops)...)
+		return append(out, b.hop(r, hops, used)...)
 	}
 	if ending != nil && len(ending.Threads) > 0 && ending.Threads[0] != ts.tid && !ending.Serialized {
 		// A worker waiting at the end of its region.
 		out = append(out, b.regionMarker(ts, ending, true))
-		out = append(out, b.hop(ending, hops)...)
+		out = append(out, b.hop(ending, hops, used)...)
 	}
 	return out
 }
 
 // hop continues a logical stack on the thread that encountered region r.
-func (b *builder) hop(r *inspect.Region, hops int) []inspect.Frame {
+func (b *builder) hop(r *inspect.Region, hops int, used map[string]bool) []inspect.Frame {
 	master := b.stacks[r.Threads[0]]
 	if master == nil || hops >= MaxHops {
 		return nil
@@ -374,52 +374,62 @@ func (b *builder) hop(r *inspect.Region, hops int) []inspect.Frame {
 	}
 	out := []inspect.Frame{{Kind: inspect.KindHop, Thread: master.tid,
 		Text: fmt.Sprintf("continued on thread 0 (%d), which encountered the region", master.tid)}}
-	return append(out, b.logical(master, at, hops+1)...)
+	return append(out, b.logical(master, at, hops+1, used)...)
 }
 
-// taskAt returns the explicit task whose code frame i of ts begins: the
-// frame runs a task entry function. Among tasks with that entry, the one
-// in the thread's task stack, else the only running or suspended one.
-func (b *builder) taskAt(ts *threadStack, i int) *inspect.Task {
+// taskAt returns the construct whose task frame i of ts begins (the frame
+// runs an explicit task's entry function) and, when it can tell, which
+// task it is: the innermost task of that construct in the thread's task
+// stack not yet placed in this backtrace (used), or the only one of the
+// construct that is running or suspended. ok is false when the frame runs
+// no task entry.
+func (b *builder) taskAt(ts *threadStack, i int, used map[string]bool) (construct, task *inspect.Task, ok bool) {
 	p := ts.frames[i]
 	if p.kind != inspect.KindUser {
-		return nil
+		return nil, nil, false
 	}
 	cands := b.taskFns[p.function]
 	if len(cands) == 0 {
-		return nil
+		return nil, nil, false
 	}
 	if th := b.threads[ts.tid]; th != nil {
 		for _, id := range th.TaskStack {
 			for _, k := range cands {
-				if k.ID == id {
-					return k
+				if k.ID == id && !used[id] {
+					used[id] = true
+					return k, k, true
 				}
 			}
 		}
 	}
 	var only *inspect.Task
 	for _, k := range cands {
-		if k.Status == "running" || k.Status == "suspended" {
+		if (k.Status == "running" || k.Status == "suspended") && !used[k.ID] {
 			if only != nil {
-				return cands[0] // ambiguous: the construct is still right
+				return cands[0], nil, true // several could be this one
 			}
 			only = k
 		}
 	}
 	if only != nil {
-		return only
+		used[only.ID] = true
+		return only, only, true
 	}
-	return cands[0]
+	return cands[0], nil, true
 }
 
-func (b *builder) taskMarker(ts *threadStack, i int, k *inspect.Task) inspect.Frame {
+func (b *builder) taskMarker(ts *threadStack, i int, construct, k *inspect.Task) inspect.Frame {
+	loc := orUnknown(filepath.Base(construct.Location))
+	if k == nil {
+		return inspect.Frame{Kind: inspect.KindTaskMarker, Thread: ts.tid, Boundary: "entry-point",
+			Text: fmt.Sprintf("#pragma omp task at %s — one of several tasks of this construct", loc)}
+	}
 	parent := "none"
 	if k.Parent != nil {
 		parent = *k.Parent
 	}
 	m := inspect.Frame{Kind: inspect.KindTaskMarker, Thread: ts.tid, Task: &k.ID, Boundary: "entry-point",
-		Text: fmt.Sprintf("#pragma omp task at %s — task %s, parent %s", orUnknown(filepath.Base(k.Location)), k.ID, parent)}
+		Text: fmt.Sprintf("#pragma omp task at %s — task %s, parent %s", loc, k.ID, parent)}
 	if i+1 < len(ts.frames) {
 		if e := b.exitFrames[frameAddr(ts.frames[i+1])]; e == k {
 			m.Boundary = "ompd-frame"

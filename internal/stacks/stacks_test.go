@@ -104,3 +104,35 @@ func TestOutlinedNames(t *testing.T) {
 		t.Error("main is not outlined")
 	}
 }
+
+// TestTaskAt: a task entry frame is matched to the thread's task stack,
+// innermost unused task first; several candidates outside it give the
+// construct without a task.
+func TestTaskAt(t *testing.T) {
+	a := &inspect.Task{ID: "0xa", Kind: "explicit", Function: "entry", Status: "running", Location: "t.c:5"}
+	b2 := &inspect.Task{ID: "0xb", Kind: "explicit", Function: "entry", Status: "suspended", Location: "t.c:5"}
+	c := &inspect.Task{ID: "0xc", Kind: "explicit", Function: "entry", Status: "running", Location: "t.c:5"}
+	b := &builder{
+		taskFns: map[string][]*inspect.Task{"entry": {a, b2, c}},
+		threads: map[int]*inspect.Thread{1: {OSTID: 1, TaskStack: []string{"0xb", "0xa", "0xi"}}, 2: {OSTID: 2}},
+	}
+	ts := &threadStack{tid: 1, frames: []phys{{kind: inspect.KindUser, function: "entry"}, {kind: inspect.KindUser, function: "entry"}}}
+	used := map[string]bool{}
+	for i, want := range []string{"0xb", "0xa"} {
+		_, k, ok := b.taskAt(ts, i, used)
+		if !ok || k == nil || k.ID != want {
+			t.Errorf("frame %d: task %+v, %v; want %s", i, k, ok, want)
+		}
+	}
+	other := &threadStack{tid: 2, frames: []phys{{kind: inspect.KindUser, function: "entry"}}}
+	construct, k, ok := b.taskAt(other, 0, map[string]bool{})
+	if !ok || k != nil || construct.Location != "t.c:5" {
+		t.Errorf("ambiguous: construct %+v task %+v ok %v; want the construct and no task", construct, k, ok)
+	}
+	if m := b.taskMarker(other, 0, construct, nil); m.Task != nil || m.Text != "#pragma omp task at t.c:5 — one of several tasks of this construct" {
+		t.Errorf("ambiguous marker %+v", m)
+	}
+	if _, _, ok := b.taskAt(&threadStack{tid: 2, frames: []phys{{kind: inspect.KindUser, function: "work"}}}, 0, map[string]bool{}); ok {
+		t.Error("a frame that runs no task entry was taken for a task")
+	}
+}
