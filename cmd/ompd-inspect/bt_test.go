@@ -127,23 +127,8 @@ func TestBacktraceCrashInTask(t *testing.T) {
 		if src == kernel {
 			top = "abort"
 		}
-		l := func(m string) int { return line(t, "crash.c", m) }
-		want := []string{
-			fmt.Sprintf("explode:%d", l(top)),
-			fmt.Sprintf(".omp_outlined.:%d+inlined", l("call_explode")),
-			fmt.Sprintf(".omp_task_entry.:%d", l("task")),
-			fmt.Sprintf("task crash.c:%d", l("task")),
-			fmt.Sprintf("produce:%d", l("taskwait")),
-			fmt.Sprintf("start_inner.omp_outlined_debug__:%d", l("call_produce")),
-			fmt.Sprintf("start_inner.omp_outlined:%d", l("inner")),
-			fmt.Sprintf("parallel crash.c:%d team 2 thread 1", l("inner")),
-			fmt.Sprintf("hop %d", initial),
-			fmt.Sprintf("start_inner:%d", l("inner")),
-			fmt.Sprintf("main.omp_outlined_debug__:%d", l("call_inner")),
-			fmt.Sprintf("main.omp_outlined:%d", l("outer")),
-			fmt.Sprintf("parallel crash.c:%d team 2 thread 0", l("outer")),
-			fmt.Sprintf("main:%d", l("outer")),
-		}
+		want := crashSignature(t, top, initial)
+
 		bt := btOfThread(t, r, crasher)
 		if got := signature(t, bt); strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("crasher %d:\n got %s\nwant %s", crasher, strings.Join(got, "\n     "), strings.Join(want, "\n     "))
@@ -190,6 +175,28 @@ func TestBacktraceCrashInTask(t *testing.T) {
 			t.Errorf("crasher's own stack: complete=%v (%s), last frame %+v", all.Complete, all.Stop, last)
 		}
 	})
+}
+
+// crashSignature is the folded stack (see signature) of crash.c's crashing
+// thread, whose top frame is at LINE:top.
+func crashSignature(t *testing.T, top string, initial int) []string {
+	l := func(m string) int { return line(t, "crash.c", m) }
+	return []string{
+		fmt.Sprintf("explode:%d", l(top)),
+		fmt.Sprintf(".omp_outlined.:%d+inlined", l("call_explode")),
+		fmt.Sprintf(".omp_task_entry.:%d", l("task")),
+		fmt.Sprintf("task crash.c:%d", l("task")),
+		fmt.Sprintf("produce:%d", l("taskwait")),
+		fmt.Sprintf("start_inner.omp_outlined_debug__:%d", l("call_produce")),
+		fmt.Sprintf("start_inner.omp_outlined:%d", l("inner")),
+		fmt.Sprintf("parallel crash.c:%d team 2 thread 1", l("inner")),
+		fmt.Sprintf("hop %d", initial),
+		fmt.Sprintf("start_inner:%d", l("inner")),
+		fmt.Sprintf("main.omp_outlined_debug__:%d", l("call_inner")),
+		fmt.Sprintf("main.omp_outlined:%d", l("outer")),
+		fmt.Sprintf("parallel crash.c:%d team 2 thread 0", l("outer")),
+		fmt.Sprintf("main:%d", l("outer")),
+	}
 }
 
 // TestBacktraceNested: every thread of the 3-deep nested regions shows
@@ -298,10 +305,9 @@ func indexInt(s []int, v int) int {
 func TestBacktraceWithoutStateTracking(t *testing.T) {
 	r, ready, _ := btOf(t, "crash", live, nil)
 	bt := btOfThread(t, r, ready.Int(t, "crasher"))
-	sig := signature(t, bt)
-	want := fmt.Sprintf("task crash.c:%d", line(t, "crash.c", "task"))
-	if len(sig) < 4 || sig[3] != want || bt.State != nil {
-		t.Errorf("without state tracking: %v (state %v); want %q fourth", sig, bt.State, want)
+	want := crashSignature(t, "spin", ready.Int(t, "initial"))
+	if got := signature(t, bt); strings.Join(got, "\n") != strings.Join(want, "\n") || bt.State != nil {
+		t.Errorf("without state tracking (state %v):\n got %s\nwant %s", bt.State, strings.Join(got, "\n     "), strings.Join(want, "\n     "))
 	}
 	for _, f := range bt.Frames {
 		if (f.Kind == inspect.KindRegionMarker || f.Kind == inspect.KindTaskMarker) && f.Boundary != "entry-point" {
