@@ -72,8 +72,9 @@ type Target interface {
 	// it still exists.
 	Threads() []Thread
 	// ReadMemory fills buf from the target's memory at addr. It fails with
-	// an error wrapping ErrUnmapped when any byte cannot be read. Reads are
-	// served from a per-stop cache.
+	// an error wrapping ErrUnmapped when any byte cannot be read. A live
+	// process serves reads from a per-stop page cache (MemCache); a core
+	// file reads its file, which the kernel's page cache keeps.
 	ReadMemory(addr uint64, buf []byte) error
 	// Modules lists the ELF objects mapped into the target, the executable
 	// first.

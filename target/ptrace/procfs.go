@@ -3,9 +3,7 @@ package ptrace
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"sort"
 	"strconv"
@@ -105,20 +103,6 @@ func listTasks(pid int) ([]int, error) {
 	}
 	sort.Ints(tids)
 	return tids, nil
-}
-
-// threadGone reports whether the thread tid of pid no longer exists or has
-// exited (zombie or dead), reading /proc/PID/task/TID/status.
-func threadGone(pid, tid int) bool {
-	st, err := readStatus(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
-	if errors.Is(err, fs.ErrNotExist) {
-		return true
-	}
-	if err != nil {
-		return false
-	}
-	l := st.stateLetter()
-	return l == 'Z' || l == 'X'
 }
 
 // tracerOf describes the process that owns the tracing thread tracerTID

@@ -411,7 +411,10 @@ func (u *Unwinder) step(f *Frame) (Frame, Stop, bool) {
 		// The trampoline's pc is a handler's return address but no
 		// call precedes it: look it up as is.
 		f.Trampoline = true
-		f.Module = u.moduleAt(f.PC)
+		f.Module, f.mem = u.moduleAt(f.PC), nil
+		if f.Module == nil {
+			f.mem = u.memImageAt(f.PC)
+		}
 		caller, stop, ok = u.signalCaller(f)
 	case f.Module == nil:
 		mi := f.mem
