@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -340,7 +341,7 @@ func TestTasks(t *testing.T) {
 				}
 				it := taskByID(t, r, stack[i])
 				if it.Kind != "implicit" || it.Status != "suspended" || str(it.Region) != region || it.ID == implicit.ID ||
-					str(it.Parent) != str(implicit.Parent) {
+					it.Parent == nil || str(it.Parent) != str(implicit.Parent) {
 					t.Errorf("thread %d: bottom of its task stack: %+v; want its suspended implicit task", c.tid, it)
 				}
 			}
@@ -411,6 +412,16 @@ func TestLockWait(t *testing.T) {
 		}
 		if h := threadOf(t, r, ready.Int(t, "holder")); h.WaitID == nil || *h.WaitID != 0 {
 			t.Errorf("holder: wait id %v; want 0", h.WaitID)
+		}
+		var others []string
+		for _, reg := range r.Regions {
+			others = append(others, reg.ID)
+		}
+		for _, k := range r.Tasks {
+			others = append(others, k.ID)
+		}
+		if len(ids) > 0 && slices.Contains(others, fmt.Sprintf("%#x", ids[0])) {
+			t.Errorf("the lock's wait id %#x is a region's or task's id", ids[0])
 		}
 		if th := threadOf(t, r, ready.Int(t, "holder")); str(th.State) != "work_parallel" {
 			t.Errorf("holder: state %s", str(th.State))
@@ -501,6 +512,14 @@ func TestWithoutStateTracking(t *testing.T) {
 	for _, th := range r.Threads {
 		if th.State != nil || th.WaitID != nil || th.GTID == nil {
 			t.Errorf("thread %d: state %v wait %v gtid %v", th.OSTID, th.State, th.WaitID, th.GTID)
+		}
+	}
+	if len(r.Tasks) == 0 {
+		t.Error("no tasks")
+	}
+	for _, k := range r.Tasks {
+		if k.ExitFrame != nil || k.EnterFrame != nil {
+			t.Errorf("task %s: frames %v %v without state tracking", k.ID, str(k.ExitFrame), str(k.EnterFrame))
 		}
 	}
 	// The second look runs ompd-inspect as a separate process, as users do

@@ -186,11 +186,7 @@ func buildReport(t target.Target, src inspect.Source, view string) (*inspect.Rep
 	if err != nil || !stackViews[view] {
 		return rep, err
 	}
-	rt, err := inspect.FindRuntime(t)
-	if err != nil {
-		return nil, err
-	}
-	stacks.Add(rep, t, rt)
+	stacks.Add(rep, t)
 	return rep, nil
 }
 
@@ -247,15 +243,7 @@ func show(w io.Writer, rep *inspect.Report, view string, vf viewFlags) error {
 		}
 		switch {
 		case vf.json && vf.group:
-			type group struct {
-				Threads   []int             `json:"threads"`
-				Backtrace inspect.Backtrace `json:"backtrace"`
-			}
-			var gs []group
-			for _, g := range groups(bts) {
-				gs = append(gs, group{Threads: g.Threads, Backtrace: g.Backtrace})
-			}
-			return writeJSON(w, map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, "groups": gs})
+			return writeJSON(w, map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, "groups": groups(bts)})
 		case vf.json:
 			return writeJSON(w, map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, "backtraces": bts})
 		case vf.group:

@@ -154,7 +154,12 @@ func (b *builder) symbolize(addr uint64) (fn, loc string) {
 
 func (b *builder) threads() {
 	if _, err := b.as.Threads(); err != nil {
+		// Every thread handle would fail the same way: say it once.
 		b.warn("%v", err)
+		for _, nt := range b.t.Threads() {
+			b.r.Threads = append(b.r.Threads, Thread{OSTID: nt.TID, TaskStack: []string{}})
+		}
+		return
 	}
 	for _, nt := range b.t.Threads() {
 		th := Thread{OSTID: nt.TID}
@@ -180,7 +185,8 @@ func (b *builder) threads() {
 				b.warn("thread %d: %v", nt.TID, err)
 			}
 		}
-		if p, err := h.CurrentParallel(); err == nil {
+		p, err := h.CurrentParallel()
+		if err == nil {
 			if id, ok := b.addRegionChain(nt.TID, p); ok {
 				th.Region = strp(id)
 			}
@@ -192,7 +198,7 @@ func (b *builder) threads() {
 			t := b.r.Tasks[b.addTaskChain(k, nt.TID)]
 			th.Task = strp(t.ID)
 			th.Function, th.Location = t.Function, t.Location
-			th.TaskStack = b.taskStack(nt.TID, h, k)
+			th.TaskStack = b.taskStack(nt.TID, k, p, th.ThreadNum)
 		} else if !errors.Is(err, ompd.ErrUnavailable) {
 			b.warn("thread %d: current task: %v", nt.TID, err)
 		}
@@ -207,7 +213,10 @@ func (b *builder) threads() {
 // (recorded with state tracking), and at the bottom the thread's implicit
 // task in its current region (found without state tracking too). Tasks not
 // yet recorded are recorded as suspended.
-func (b *builder) taskStack(tid int, h *ompd.Thread, k *ompd.Task) []string {
+//
+// p is the thread's current region and num its thread number in it (nil
+// when unknown).
+func (b *builder) taskStack(tid int, k *ompd.Task, p *ompd.Parallel, num *int) []string {
 	ids := []string{hexID(k.Addr())}
 	seen := map[string]bool{ids[0]: true}
 	implicit := false
@@ -233,18 +242,10 @@ func (b *builder) taskStack(tid int, h *ompd.Thread, k *ompd.Task) []string {
 		seen[id] = true
 		k = s
 	}
-	if implicit {
+	if implicit || p == nil || num == nil {
 		return ids
 	}
-	p, err := h.CurrentParallel()
-	if err != nil {
-		return ids
-	}
-	n, err := h.ThreadNum()
-	if err != nil {
-		return ids
-	}
-	it, err := p.TaskIn(n)
+	it, err := p.TaskIn(*num)
 	if err != nil {
 		b.warn("thread %d: its implicit task: %v", tid, err)
 		return ids
@@ -272,7 +273,6 @@ func (b *builder) addRegionChain(tid int, p *ompd.Parallel) (string, bool) {
 		}
 		id := hexID(p.Addr())
 		idx, first := b.regions.Intern(p)
-		seen := !first
 		if first {
 			b.newRegion(id, level, p)
 		}
@@ -280,7 +280,7 @@ func (b *builder) addRegionChain(tid int, p *ompd.Parallel) (string, bool) {
 			reg.Threads = append(reg.Threads, tid)
 		}
 		chain = append(chain, idx)
-		if seen {
+		if !first {
 			break // the rest of the chain is recorded already
 		}
 		up, err := p.Enclosing()
@@ -446,7 +446,7 @@ func (b *builder) newTask(id string, k *ompd.Task, status string, tid int) {
 
 func (b *builder) queued() {
 	tasks, err := b.as.QueuedTasks()
-	if err != nil {
+	if err != nil && !errors.Is(err, ompd.ErrNoTypeLayouts) { // runtime() said so
 		b.warn("queued tasks: %v", err)
 	}
 	for _, k := range tasks {

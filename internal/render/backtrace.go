@@ -11,8 +11,8 @@ import (
 
 // BacktraceGroup is a set of threads whose backtraces look the same.
 type BacktraceGroup struct {
-	Threads   []int
-	Backtrace inspect.Backtrace
+	Threads   []int             `json:"threads"`
+	Backtrace inspect.Backtrace `json:"backtrace"`
 }
 
 // Backtraces prints backtraces (already filtered for the view) one thread

@@ -26,7 +26,6 @@ const MaxHops = 64
 type phys struct {
 	pc       uint64
 	cfa      uint64
-	exact    bool // pc is the next instruction, not a return address
 	kind     string
 	function string
 	file     string
@@ -52,7 +51,6 @@ type threadStack struct {
 type builder struct {
 	rep     *inspect.Report
 	t       target.Target
-	rt      *target.Module
 	stacks  map[int]*threadStack
 	threads map[int]*inspect.Thread
 	regions map[string]*inspect.Region
@@ -65,11 +63,11 @@ type builder struct {
 }
 
 // Add unwinds every thread of t and fills rep.Backtraces and each
-// thread's UserFrame. rt is the OpenMP runtime module. It must run while
-// the target is stopped (before Close).
-func Add(rep *inspect.Report, t target.Target, rt *target.Module) {
+// thread's UserFrame. It must run while the target is stopped (before
+// Close).
+func Add(rep *inspect.Report, t target.Target) {
 	b := &builder{
-		rep: rep, t: t, rt: rt,
+		rep: rep, t: t,
 		stacks:     map[int]*threadStack{},
 		threads:    map[int]*inspect.Thread{},
 		regions:    map[string]*inspect.Region{},
@@ -155,23 +153,19 @@ func hex(a uint64) *string {
 
 // name symbolizes and classifies one native frame.
 func (b *builder) name(f *unwind.Frame) phys {
-	p := phys{pc: f.PC, cfa: f.CFA, exact: f.ExactPC()}
-	p.kind = b.classify(f.Module)
-	if fn, ok := f.Function(); ok {
-		p.function = fn
-		if p.kind == inspect.KindUser && systemFunctions[fn] {
-			p.kind = inspect.KindSystem
-		}
-	}
+	p := phys{pc: f.PC, cfa: f.CFA, kind: b.classify(f.Module)}
+	var sf []elf.SourceFrame
 	if m := f.Module; m != nil && m.Image != nil {
-		sf := m.Image.FramesAt(f.LookupPC() - m.Bias)
-		if n := len(sf); n > 0 {
-			p.file, p.line = sf[n-1].File, sf[n-1].Line
-			if sf[n-1].Function != "" {
-				p.function = sf[n-1].Function
-			}
-			p.inlined = sf[:n-1]
-		}
+		sf = m.Image.FramesAt(f.LookupPC() - m.Bias)
+	}
+	if n := len(sf); n > 0 {
+		p.function, p.file, p.line = sf[n-1].Function, sf[n-1].File, sf[n-1].Line
+		p.inlined = sf[:n-1]
+	} else if fn, ok := f.Function(); ok {
+		p.function = fn // the vDSO, which is no module
+	}
+	if p.kind == inspect.KindUser && systemFunctions[p.function] {
+		p.kind = inspect.KindSystem
 	}
 	return p
 }
@@ -190,7 +184,7 @@ func (b *builder) classify(m *target.Module) string {
 	if m == nil {
 		return inspect.KindSystem // the vDSO, or code in no module
 	}
-	if b.rt != nil && m.Start == b.rt.Start && m.Name == b.rt.Name {
+	if m.Name == b.rep.Runtime.Library {
 		return inspect.KindRuntime
 	}
 	for _, d := range systemDirs {
@@ -201,8 +195,8 @@ func (b *builder) classify(m *target.Module) string {
 	return inspect.KindUser
 }
 
-// isRegionBoundary reports whether frame i of ts begins region r: the
-// frame runs r's outlined function and its caller is runtime code.
+// callerIsRuntime reports whether the caller of frame i of ts is the
+// OpenMP runtime's code.
 func (b *builder) callerIsRuntime(ts *threadStack, i int) bool {
 	return i+1 < len(ts.frames) && ts.frames[i+1].kind == inspect.KindRuntime
 }
