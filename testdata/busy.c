@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
     checksum = checksum * 31 + (unsigned long)got;
     if (n == 1) {
       struct fx_line l;
-      fx_begin(&l);
+      fx_begin_running(&l);
       fx_emit(&l);
       FX_MAYBE_ABORT(); /* LINE:abort */
     }

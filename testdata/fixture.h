@@ -187,13 +187,24 @@ static inline void fx_add_tids(struct fx_line *l, const char *key,
   fx_add(l, key, "%s", v);
 }
 
-/* fx_begin starts a READY line with the pid. */
-static inline void fx_begin(struct fx_line *l) {
+/* fx_begin_running starts a READY line with the pid, for an announcing
+ * thread that keeps running after READY (busy.c). */
+static inline void fx_begin_running(struct fx_line *l) {
   l->len = 0;
   l->buf[0] = 0;
   int n = snprintf(l->buf, sizeof l->buf, "READY");
   l->len = (size_t)n;
   fx_add(l, "pid", "%d", (int)getpid());
+}
+
+/* fx_begin starts a READY line with the pid and "announcer=TID", the
+ * calling thread, which must go to sleep in the kernel right after
+ * fx_emit() (a nanosleep loop, a join) unless it aborts. The test harness
+ * waits for that sleep before it uses the process, so that no test sees the
+ * announcer still on its way back from printing READY. */
+static inline void fx_begin(struct fx_line *l) {
+  fx_begin_running(l);
+  fx_add(l, "announcer", "%d", fx_gettid());
 }
 
 /* fx_emit prints the READY line and flushes stdout. */
