@@ -18,9 +18,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ompd-inspect/ompd-inspect/internal/compare"
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
 	"github.com/ompd-inspect/ompd-inspect/internal/render"
 	"github.com/ompd-inspect/ompd-inspect/internal/stacks"
+	"github.com/ompd-inspect/ompd-inspect/ompd/backend"
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/core"
 	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
@@ -36,6 +38,8 @@ type viewFlags struct {
 	allFrames bool
 	noCont    bool
 	group     bool
+	backend   string
+	library   string
 }
 
 func main() {
@@ -60,7 +64,9 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintf(stderr, "ompd-inspect: %s\n", oneLine(err.Error()))
+		if err != errSilentFailure {
+			fmt.Fprintf(stderr, "ompd-inspect: %s\n", oneLine(err.Error()))
+		}
 		return 1
 	}
 	return 0
@@ -84,6 +90,8 @@ func newRoot(stdout io.Writer) *cobra.Command {
 		c.Flags().BoolVar(&vf.allFrames, "all-frames", false, "bt: show the OpenMP runtime's and the system's frames too")
 		c.Flags().BoolVar(&vf.noCont, "no-continue", false, "bt: do not continue a worker's stack on the thread that encountered its region")
 		c.Flags().BoolVar(&vf.group, "group", false, "bt: print threads with the same stack once, with their count and ids")
+		c.Flags().StringVar(&vf.backend, "backend", "native", "the OMPD implementation: native (ompd-inspect's own), dll (the runtime's OMPD library), or both (print where they differ; exit code 1 if they do)")
+		c.Flags().StringVar(&vf.library, "ompd-library", "", "the OMPD library for --backend dll|both (default: the one the runtime names in ompd_dll_locations)")
 	}
 	viewHelp := "VIEW is one of " + strings.Join(views, ", ") + " (default summary)"
 
@@ -101,11 +109,11 @@ func newRoot(stdout io.Writer) *cobra.Command {
 			if err != nil || pid <= 0 {
 				return fmt.Errorf("%q is not a process id", args[0])
 			}
-			rep, err := inspectProcess(pid, view)
+			reps, err := inspectProcess(pid, view, vf)
 			if err != nil {
 				return err
 			}
-			return show(stdout, rep, view, vf)
+			return showAll(stdout, reps, view, vf)
 		},
 	}
 	addViewFlags(attach)
@@ -126,11 +134,11 @@ func newRoot(stdout io.Writer) *cobra.Command {
 				return err
 			}
 			defer c.Close()
-			rep, err := buildReport(c, inspect.Source{Kind: "core", Core: args[0]}, view)
+			reps, err := buildReports(c, inspect.Source{Kind: "core", Core: args[0]}, view, vf)
 			if err != nil {
 				return err
 			}
-			return show(stdout, rep, view, vf)
+			return showAll(stdout, reps, view, vf)
 		},
 	}
 	addViewFlags(coreCmd)
@@ -156,7 +164,7 @@ func viewArg(args []string) (string, error) {
 
 // inspectProcess attaches, builds the report and detaches before anything
 // is printed, so the target is stopped for as short a time as possible.
-func inspectProcess(pid int, view string) (*inspect.Report, error) {
+func inspectProcess(pid int, view string, vf viewFlags) ([]*inspect.Report, error) {
 	p, err := ptrace.Attach(pid, ptrace.Options{})
 	if err != nil {
 		return nil, err
@@ -169,26 +177,71 @@ func inspectProcess(pid int, view string) (*inspect.Report, error) {
 		fmt.Fprintf(os.Stderr, "ompd-inspect: attached to process %d; waiting for a signal\n", pid)
 		select {}
 	}
-	rep, err := buildReport(p, inspect.Source{Kind: "process"}, view)
+	reps, err := buildReports(p, inspect.Source{Kind: "process"}, view, vf)
 	if cerr := p.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("detaching from process %d: %w", pid, cerr)
 	}
-	return rep, err
+	return reps, err
 }
 
 // stackViews are the views that show stacks or top user frames.
 var stackViews = map[string]bool{"summary": true, "threads": true, "bt": true}
 
-// buildReport builds the report of a stopped target, with backtraces for
+// buildReports builds the report of a stopped target with the backend
+// --backend names (with both, the native one first), with backtraces for
 // the views that need them.
-func buildReport(t target.Target, src inspect.Source, view string) (*inspect.Report, error) {
-	rep, err := inspect.Build(t, src)
-	if err != nil || !stackViews[view] {
-		return rep, err
+func buildReports(t target.Target, src inspect.Source, view string, vf viewFlags) ([]*inspect.Report, error) {
+	var names []string
+	switch vf.backend {
+	case backend.NameNative, backend.NameDLL:
+		names = []string{vf.backend}
+	case "both":
+		names = []string{backend.NameNative, backend.NameDLL}
+	default:
+		return nil, fmt.Errorf("unknown --backend %q: want native, dll or both", vf.backend)
 	}
-	stacks.Add(rep, t)
-	return rep, nil
+	if vf.library != "" && vf.backend == backend.NameNative {
+		return nil, errors.New("--ompd-library goes with --backend dll or both")
+	}
+	var reps []*inspect.Report
+	for _, name := range names {
+		rep, err := inspect.Build(t, src, inspect.Options{Backend: name, Library: vf.library})
+		if err != nil {
+			return nil, err
+		}
+		if stackViews[view] {
+			stacks.Add(rep, t)
+		}
+		reps = append(reps, rep)
+	}
+	return reps, nil
 }
+
+// showAll prints the view of one report, or with --backend both the
+// differences between the two.
+func showAll(w io.Writer, reps []*inspect.Report, view string, vf viewFlags) error {
+	if len(reps) == 1 {
+		return show(w, reps[0], view, vf)
+	}
+	res := compare.Reports(reps[0], reps[1], compare.View(view))
+	if vf.json {
+		if err := writeJSON(w, map[string]any{"target": reps[0].Target, "native": reps[0].Runtime, "dll": reps[1].Runtime,
+			"compared": res.Compared, "differences": res.Differences,
+			"warnings": map[string][]string{"native": reps[0].Warnings, "dll": reps[1].Warnings}}); err != nil {
+			return err
+		}
+	} else {
+		render.Differences(w, reps[0], reps[1], res)
+	}
+	if compare.Unexpected(res.Differences) > 0 {
+		return errSilentFailure
+	}
+	return nil
+}
+
+// errSilentFailure makes the command exit with code 1 without a message:
+// the output said why.
+var errSilentFailure = errors.New("")
 
 // backtraces selects and filters the backtraces the bt view shows.
 func backtraces(rep *inspect.Report, vf viewFlags) ([]inspect.Backtrace, error) {

@@ -13,13 +13,14 @@ package handles
 import (
 	"errors"
 	"fmt"
+	"sort"
 )
 
 // Handle is an OMPD thread, parallel-region or task handle of any backend.
-type Handle interface {
-	// Addr identifies the runtime object the handle names; two handles
-	// with the same Addr name the same object (OMPD's handle compare).
-	Addr() uint64
+type Handle[H any] interface {
+	// Compare orders handles (OMPD's ompd_*_handle_compare): 0 means both
+	// name the same runtime object.
+	Compare(H) int
 }
 
 // Releaser is implemented by handles that must be given back to their
@@ -28,53 +29,69 @@ type Releaser interface {
 	Release() error
 }
 
-// Table interns handles of one kind. The zero value is ready to use.
-type Table[H Handle] struct {
-	index map[uint64]int
-	items []H
-	errs  []error
+// Table interns handles: one per runtime object. The zero Table is empty
+// and ready to use.
+type Table[H Handle[H]] struct {
+	items  []H
+	sorted []int // indexes into items, in Compare order
+	errs   []error
 }
 
-// Intern records h and returns its index. When a handle for the same
-// object was interned before, h is released and the earlier handle's index
-// is returned with first false.
+// search returns the position in sorted where h belongs, and whether an
+// equal handle is there.
+func (t *Table[H]) search(h H) (int, bool) {
+	pos := sort.Search(len(t.sorted), func(i int) bool { return t.items[t.sorted[i]].Compare(h) >= 0 })
+	return pos, pos < len(t.sorted) && t.items[t.sorted[pos]].Compare(h) == 0
+}
+
+// Intern returns the index of the runtime object h names and whether h is
+// the first handle of it. A handle that duplicates one already kept is
+// released at once: the caller must go on with At(i), not with h.
 func (t *Table[H]) Intern(h H) (i int, first bool) {
-	if t.index == nil {
-		t.index = make(map[uint64]int)
-	}
-	if i, ok := t.index[h.Addr()]; ok {
+	pos, found := t.search(h)
+	if found {
 		t.release(h)
-		return i, false
+		return t.sorted[pos], false
 	}
-	t.index[h.Addr()] = len(t.items)
 	t.items = append(t.items, h)
+	t.sorted = append(t.sorted, 0)
+	copy(t.sorted[pos+1:], t.sorted[pos:])
+	t.sorted[pos] = len(t.items) - 1
 	return len(t.items) - 1, true
 }
 
-// Lookup returns the index of the handle interned for the object at addr.
-func (t *Table[H]) Lookup(addr uint64) (int, bool) {
-	i, ok := t.index[addr]
-	return i, ok
+// Find returns the index of the object h names, if it was interned. It
+// neither keeps nor releases h.
+func (t *Table[H]) Find(h H) (int, bool) {
+	pos, found := t.search(h)
+	if !found {
+		return 0, false
+	}
+	return t.sorted[pos], true
 }
 
-// At returns the handle with index i.
+// At returns the handle kept at index i.
 func (t *Table[H]) At(i int) H { return t.items[i] }
 
-// Len returns how many handles are interned.
+// Len returns the number of objects interned.
 func (t *Table[H]) Len() int { return len(t.items) }
 
-// Release gives every interned handle back to its backend and empties the
-// table. It returns the errors of this and of earlier releases of
-// duplicates.
+// Release releases every kept handle and empties the table. It returns the
+// errors of every release since the table was created (duplicates
+// included), joined.
 func (t *Table[H]) Release() error {
 	for _, h := range t.items {
 		t.release(h)
 	}
-	t.items, t.index = nil, nil
+	t.items, t.sorted = nil, nil
 	errs := t.errs
 	t.errs = nil
 	return errors.Join(errs...)
 }
+
+// ReleaseOne releases a handle that was never interned; errors are kept
+// for Release.
+func (t *Table[H]) ReleaseOne(h H) { t.release(h) }
 
 func (t *Table[H]) release(h H) {
 	r, ok := any(h).(Releaser)
@@ -82,6 +99,6 @@ func (t *Table[H]) release(h H) {
 		return
 	}
 	if err := r.Release(); err != nil {
-		t.errs = append(t.errs, fmt.Errorf("releasing handle of %#x: %w", h.Addr(), err))
+		t.errs = append(t.errs, fmt.Errorf("releasing a handle: %w", err))
 	}
 }

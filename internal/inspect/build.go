@@ -8,6 +8,8 @@ import (
 
 	"github.com/ompd-inspect/ompd-inspect/internal/handles"
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/backend"
+	"github.com/ompd-inspect/ompd-inspect/ompd/dll"
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
 
@@ -22,8 +24,18 @@ type Source struct {
 	Core string // the core file's path, for cores
 }
 
+// Options says how to build a report.
+type Options struct {
+	// Backend is backend.NameNative (the default when empty) or
+	// backend.NameDLL: the runtime's own OMPD library.
+	Backend string
+	// Library is the OMPD library the dll backend loads; empty means the
+	// one the runtime names in ompd_dll_locations.
+	Library string
+}
+
 // Build inspects a stopped target and returns its report.
-func Build(t target.Target, src Source) (*Report, error) {
+func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	rt, err := FindRuntime(t)
 	if err != nil {
 		return nil, err
@@ -32,11 +44,21 @@ func Build(t target.Target, src Source) (*Report, error) {
 		return nil, fmt.Errorf("the OpenMP runtime %s has no OMPD layout symbols (ompd_sizeof__*, ompd_access__*): it was built without OMPD support or stripped (Debian's libomp is). Run the program with a libomp built with -DLIBOMP_OMPD_SUPPORT=ON that keeps its symbols, e.g. the one scripts/setup.sh builds, through LD_LIBRARY_PATH", rt.Name)
 	}
 	cb := NewCallbacks(t, rt)
-	as, err := ompd.ProcessInitialize(cb, rt.Name)
+	nat, err := ompd.ProcessInitialize(cb, rt.Name)
 	if err != nil {
 		return nil, fmt.Errorf("initializing OMPD on %s: %w", rt.Name, err)
 	}
-	b := &builder{t: t, cb: cb, as: as, rt: rt}
+	b := &builder{t: t, cb: cb, nat: nat, rt: rt, unavailable: map[string]bool{}}
+	switch opts.Backend {
+	case "", backend.NameNative:
+		b.as = backend.Native(nat)
+	case backend.NameDLL:
+		if err := b.openDLL(opts.Library); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown backend %q: want %s or %s", opts.Backend, backend.NameNative, backend.NameDLL)
+	}
 	defer b.release()
 	b.r.Target = TargetInfo{Kind: src.Kind, PID: t.PID(), Core: src.Core}
 	if mods := t.Modules(); len(mods) > 0 {
@@ -49,30 +71,104 @@ func Build(t target.Target, src Source) (*Report, error) {
 	b.blocked()
 	b.icvs()
 	b.controlVars()
+	if lib, ok := b.as.(interface{ Messages() []string }); ok && b.r.Runtime.OMPDLibrary != nil {
+		b.r.Runtime.OMPDLibrary.Messages = lib.Messages()
+	}
+	for f := range b.unavailable {
+		b.r.Runtime.Unavailable = append(b.r.Runtime.Unavailable, f)
+	}
+	sort.Strings(b.r.Runtime.Unavailable)
 	b.r.normalize()
 	return &b.r, nil
 }
 
+// openDLL loads the runtime's own OMPD library: path, or the first of the
+// runtime's ompd_dll_locations that loads.
+func (b *builder) openDLL(path string) error {
+	paths := []string{path}
+	if path == "" {
+		locs, err := b.nat.DLLLocations()
+		if err != nil {
+			return fmt.Errorf("the dll backend: reading the runtime's ompd_dll_locations: %w", err)
+		}
+		paths = dll.Candidates(locs, b.rt.File)
+		if len(paths) == 0 {
+			return fmt.Errorf("the dll backend: the runtime %s names no OMPD library (ompd_dll_locations is empty); give one with --ompd-library, or use the native backend (--backend native), which works without it", b.rt.Name)
+		}
+	}
+	var errs []string
+	for _, p := range paths {
+		as, err := dll.Open(p, b.cb, b.rt.Name)
+		if err == nil {
+			b.as = as
+			lp, ver := p, ""
+			if l, ok := as.(interface{ Library() (string, string) }); ok {
+				lp, ver = l.Library()
+			}
+			b.r.Runtime.OMPDLibrary = &OMPDLibrary{Path: lp, Version: ver, Messages: []string{}}
+			return nil
+		}
+		if errors.Is(err, dll.ErrNotBuiltIn) {
+			return err
+		}
+		errs = append(errs, err.Error())
+	}
+	return fmt.Errorf("the dll backend: %s; the native backend (--backend native) works without it", strings.Join(errs, "; "))
+}
+
 type builder struct {
-	t  target.Target
-	cb *Callbacks
-	as *ompd.AddressSpace
-	rt *target.Module
-	r  Report
+	t   target.Target
+	cb  *Callbacks
+	nat *ompd.AddressSpace
+	as  backend.AddressSpace
+	rt  *target.Module
+	r   Report
 
 	// regions and tasks hold one handle per region and task; their
 	// indexes are those of r.Regions and r.Tasks until normalize.
-	regions handles.Table[*ompd.Parallel]
-	tasks   handles.Table[*ompd.Task]
-	threadH []*ompd.Thread // OpenMP thread handles, parallel to ompTIDs
+	regions handles.Table[backend.Parallel]
+	tasks   handles.Table[backend.Task]
+	threadH []backend.Thread // OpenMP thread handles, parallel to ompTIDs
 	ompTIDs []int
+	// unavailable collects the report fields the backend cannot fill.
+	unavailable map[string]bool
 }
 
-// release gives the handles back (a no-op for the native backend's).
+// release gives every handle back, then the address space.
 func (b *builder) release() {
-	if err := errors.Join(b.regions.Release(), b.tasks.Release()); err != nil {
+	var errs []error
+	for _, h := range b.threadH {
+		errs = append(errs, h.Release())
+	}
+	errs = append(errs, b.regions.Release(), b.tasks.Release(), b.as.Release())
+	if err := errors.Join(errs...); err != nil {
 		b.warn("%v", err)
 	}
+}
+
+// lacks records that the backend cannot fill field when err says so, and
+// reports whether it did.
+func (b *builder) lacks(err error, field string) bool {
+	if err != nil && backend.Unsupported(err) {
+		b.unavailable[field] = true
+		return true
+	}
+	return false
+}
+
+// regionID and taskID name the object at index i of their table.
+func (b *builder) regionID(i int) string {
+	if l := b.regions.At(i).Label(); l != "" {
+		return l
+	}
+	return fmt.Sprintf("region#%d", i+1)
+}
+
+func (b *builder) taskID(i int) string {
+	if l := b.tasks.At(i).Label(); l != "" {
+		return l
+	}
+	return fmt.Sprintf("task#%d", i+1)
 }
 
 func (b *builder) warn(format string, args ...any) {
@@ -107,13 +203,17 @@ func (b *builder) runtime() {
 	r := &b.r.Runtime
 	r.Library = b.rt.Name
 	r.LayoutSource = "ompd-symbols"
+	r.Backend = backend.NameNative
+	if r.OMPDLibrary != nil {
+		r.Backend = backend.NameDLL
+	}
 	if v, err := b.as.OMPVersion(); err == nil {
 		r.OpenMPVersion = v
 		r.Version = "LLVM OpenMP runtime, OpenMP " + openMPVersionName(v)
 	} else {
 		b.warn("runtime version: %v", err)
 	}
-	locs, err := b.as.DLLLocations()
+	locs, err := b.nat.DLLLocations()
 	if err != nil {
 		b.warn("ompd_dll_locations: %v", err)
 	}
@@ -153,7 +253,7 @@ func (b *builder) symbolize(addr uint64) (fn, loc string) {
 }
 
 func (b *builder) threads() {
-	if _, err := b.as.Threads(); err != nil {
+	if err := b.as.CheckThreads(); err != nil {
 		// Every thread handle would fail the same way: say it once.
 		b.warn("%v", err)
 		for _, nt := range b.t.Threads() {
@@ -171,7 +271,11 @@ func (b *builder) threads() {
 			b.r.Threads = append(b.r.Threads, th)
 			continue
 		}
-		th.GTID = intp(h.GTID())
+		if g, err := h.GTID(); err == nil {
+			th.GTID = intp(g)
+		} else if !b.lacks(err, "threads[].gtid") {
+			b.warn("thread %d: %v", nt.TID, err)
+		}
 		if n, err := h.ThreadNum(); err == nil {
 			th.ThreadNum = intp(n)
 		} else {
@@ -185,20 +289,22 @@ func (b *builder) threads() {
 				b.warn("thread %d: %v", nt.TID, err)
 			}
 		}
-		p, err := h.CurrentParallel()
-		if err == nil {
-			if id, ok := b.addRegionChain(nt.TID, p); ok {
-				th.Region = strp(id)
+		var region = -1
+		if p, err := h.CurrentParallel(); err == nil {
+			region = b.addRegionChain(nt.TID, p)
+			if region >= 0 {
+				th.Region = strp(b.r.Regions[region].ID)
 			}
 		} else if !errors.Is(err, ompd.ErrUnavailable) {
 			b.warn("thread %d: current parallel region: %v", nt.TID, err)
 		}
 		th.TaskStack = []string{}
 		if k, err := h.CurrentTask(); err == nil {
-			t := b.r.Tasks[b.addTaskChain(k, nt.TID)]
+			i := b.addTaskChain(k, nt.TID)
+			t := b.r.Tasks[i]
 			th.Task = strp(t.ID)
 			th.Function, th.Location = t.Function, t.Location
-			th.TaskStack = b.taskStack(nt.TID, k, p, th.ThreadNum)
+			th.TaskStack = b.taskStack(nt.TID, i, region, th.ThreadNum)
 		} else if !errors.Is(err, ompd.ErrUnavailable) {
 			b.warn("thread %d: current task: %v", nt.TID, err)
 		}
@@ -208,75 +314,79 @@ func (b *builder) threads() {
 	}
 }
 
+// explicit reports whether task i is known to be an explicit task.
+func (b *builder) explicit(i int) bool { return b.r.Tasks[i].Kind == "explicit" }
+
 // taskStack returns the ids of the tasks thread tid is in the middle of,
-// innermost first, from its current task k: each task's scheduling task
-// (recorded with state tracking), and at the bottom the thread's implicit
-// task in its current region (found without state tracking too). Tasks not
-// yet recorded are recorded as suspended.
+// innermost first, from its current task (index cur): each task's
+// scheduling task (recorded with state tracking), and at the bottom the
+// thread's implicit task in its current region (found without state
+// tracking too). Tasks not yet recorded are recorded as suspended.
 //
-// p is the thread's current region and num its thread number in it (nil
-// when unknown).
-func (b *builder) taskStack(tid int, k *ompd.Task, p *ompd.Parallel, num *int) []string {
-	ids := []string{hexID(k.Addr())}
-	seen := map[string]bool{ids[0]: true}
+// region is the index of the thread's current region (-1 when none) and
+// num its thread number in it (nil when unknown).
+func (b *builder) taskStack(tid, cur int, region int, num *int) []string {
+	ids := []string{b.r.Tasks[cur].ID}
+	seen := map[int]bool{cur: true}
 	implicit := false
 	for depth := 0; depth < MaxNesting; depth++ {
-		if f, err := k.Flags(); err == nil && !f.Explicit {
+		if !b.explicit(cur) {
 			implicit = true
 			break
 		}
-		s, err := k.Scheduling()
+		s, err := b.tasks.At(cur).Scheduling()
 		if err != nil {
 			if !errors.Is(err, ompd.ErrUnavailable) {
 				b.warn("thread %d: scheduling task of %s: %v", tid, ids[len(ids)-1], err)
 			}
 			break
 		}
-		id := hexID(s.Addr())
-		if seen[id] {
-			b.warn("thread %d: the chain of scheduling tasks repeats task %s: stopped there", tid, id)
+		i := b.addTaskChain(s, 0)
+		if seen[i] {
+			b.warn("thread %d: the chain of scheduling tasks repeats task %s: stopped there", tid, b.r.Tasks[i].ID)
 			return ids
 		}
-		b.addTaskChain(s, 0)
-		ids = append(ids, id)
-		seen[id] = true
-		k = s
+		ids = append(ids, b.r.Tasks[i].ID)
+		seen[i] = true
+		cur = i
 	}
-	if implicit || p == nil || num == nil {
+	if implicit || region < 0 || num == nil {
 		return ids
 	}
-	it, err := p.TaskIn(*num)
+	it, err := b.regions.At(region).TaskIn(*num)
 	if err != nil {
 		b.warn("thread %d: its implicit task: %v", tid, err)
 		return ids
 	}
-	if id := hexID(it.Addr()); !seen[id] {
-		b.addTaskChain(it, 0)
-		ids = append(ids, id)
+	if i := b.addTaskChain(it, 0); !seen[i] {
+		ids = append(ids, b.r.Tasks[i].ID)
 	}
 	return ids
 }
 
 // addRegionChain records p and its enclosing regions (level >= 1) and
-// returns p's id, or false when p is the initial implicit region.
-func (b *builder) addRegionChain(tid int, p *ompd.Parallel) (string, bool) {
+// returns p's index in r.Regions, or -1 when p is the initial implicit
+// region. It takes p over: p is kept or released.
+func (b *builder) addRegionChain(tid int, p backend.Parallel) int {
 	var chain []int // indexes in r.Regions, from p outwards
 	depth := 0
 	for ; depth < MaxNesting; depth++ {
 		level, err := p.Level()
 		if err != nil {
 			b.warn("thread %d: %v", tid, err)
+			b.regions.ReleaseOne(p)
 			break
 		}
 		if level == 0 {
+			b.regions.ReleaseOne(p)
 			break
 		}
-		id := hexID(p.Addr())
 		idx, first := b.regions.Intern(p)
+		p = b.regions.At(idx)
 		if first {
-			b.newRegion(id, level, p)
+			b.newRegion(idx, level, p)
 		}
-		if reg := &b.r.Regions[idx]; p.Serialized() && !containsInt(reg.Threads, tid) {
+		if reg := &b.r.Regions[idx]; reg.Serialized && !containsInt(reg.Threads, tid) {
 			reg.Threads = append(reg.Threads, tid)
 		}
 		chain = append(chain, idx)
@@ -286,7 +396,7 @@ func (b *builder) addRegionChain(tid int, p *ompd.Parallel) (string, bool) {
 		up, err := p.Enclosing()
 		if err != nil {
 			if !errors.Is(err, ompd.ErrUnavailable) {
-				b.warn("region %s: enclosing region: %v", id, err)
+				b.warn("region %s: enclosing region: %v", b.r.Regions[idx].ID, err)
 			}
 			break
 		}
@@ -299,9 +409,9 @@ func (b *builder) addRegionChain(tid int, p *ompd.Parallel) (string, bool) {
 		b.r.Regions[chain[i]].Parent = strp(b.r.Regions[chain[i+1]].ID)
 	}
 	if len(chain) == 0 {
-		return "", false
+		return -1
 	}
-	return b.r.Regions[chain[0]].ID, true
+	return chain[0]
 }
 
 func containsInt(s []int, v int) bool {
@@ -313,9 +423,16 @@ func containsInt(s []int, v int) bool {
 	return false
 }
 
-// newRegion appends the region p, just interned, to r.Regions.
-func (b *builder) newRegion(id string, level int, p *ompd.Parallel) {
-	reg := Region{ID: id, Level: level, Serialized: p.Serialized(), Threads: []int{}}
+// newRegion appends the region p, just interned at index idx, to
+// r.Regions.
+func (b *builder) newRegion(idx, level int, p backend.Parallel) {
+	id := b.regionID(idx)
+	reg := Region{ID: id, Level: level, Threads: []int{}}
+	if ser, err := p.Serialized(); err == nil {
+		reg.Serialized = ser
+	} else if !b.lacks(err, "regions[].serialized") {
+		b.warn("region %s: %v", id, err)
+	}
 	if al, err := p.ActiveLevel(); err == nil {
 		reg.ActiveLevel = al
 	}
@@ -329,14 +446,18 @@ func (b *builder) newRegion(id string, level int, p *ompd.Parallel) {
 		var dwarfLoc string
 		reg.Function, dwarfLoc = b.symbolize(fn)
 		reg.Location = dwarfLoc
+	} else if !errors.Is(err, ompd.ErrNeedsStateTracking) {
+		b.warn("region %s: entry function: %v", id, err)
 	}
 	if loc, err := p.Location(); err == nil {
 		reg.Location = loc.String()
 		reg.ConstructFunction = loc.Function
+	} else if b.lacks(err, "regions[].construct_function") {
+		b.unavailable["regions[].location"] = true
 	} else if !errors.Is(err, ompd.ErrNoLocation) && reg.Location == "" {
 		b.warn("region %s: source location: %v", id, err)
 	}
-	if !p.Serialized() {
+	if !reg.Serialized {
 		for i := 0; i < reg.TeamSize; i++ {
 			th, err := p.ThreadIn(i)
 			if err != nil {
@@ -344,6 +465,9 @@ func (b *builder) newRegion(id string, level int, p *ompd.Parallel) {
 				continue
 			}
 			pt, err := th.ID(ompd.ThreadIDPthread)
+			if rerr := th.Release(); rerr != nil {
+				b.warn("region %s: thread %d: %v", id, i, rerr)
+			}
 			if err != nil {
 				b.warn("region %s: thread %d: %v", id, i, err)
 				continue
@@ -359,9 +483,10 @@ func (b *builder) newRegion(id string, level int, p *ompd.Parallel) {
 }
 
 // addTaskChain records task k as running on tid (tid 0: suspended) and
-// its generating tasks up the chain; it returns k's index in r.Tasks.
-func (b *builder) addTaskChain(k *ompd.Task, tid int) int {
-	first := -1
+// its generating tasks up the chain; it returns k's index in r.Tasks. It
+// takes k over: k is kept or released.
+func (b *builder) addTaskChain(k backend.Task, tid int) int {
+	first, prev := -1, -1
 	status := "running"
 	if tid == 0 {
 		status = "suspended"
@@ -369,12 +494,16 @@ func (b *builder) addTaskChain(k *ompd.Task, tid int) int {
 	for depth := 0; ; depth++ {
 		if depth == MaxNesting {
 			b.warn("task %s: the chain of generating tasks is longer than %d: stopped there (a cycle, or memory changing while read)", b.r.Tasks[first].ID, MaxNesting)
+			b.tasks.ReleaseOne(k)
 			return first
 		}
-		id := hexID(k.Addr())
 		idx, isNew := b.tasks.Intern(k)
+		k = b.tasks.At(idx)
 		if first < 0 {
 			first = idx
+		}
+		if prev >= 0 {
+			b.r.Tasks[prev].Parent = strp(b.taskID(idx))
 		}
 		if !isNew {
 			t := &b.r.Tasks[idx]
@@ -383,29 +512,32 @@ func (b *builder) addTaskChain(k *ompd.Task, tid int) int {
 			}
 			return first
 		}
-		b.newTask(id, k, status, tid)
+		b.newTask(idx, k, status, tid)
 		status = "suspended"
 		parent, err := k.Generating()
 		if err != nil {
 			if !errors.Is(err, ompd.ErrUnavailable) {
-				b.warn("task %s: generating task: %v", id, err)
+				b.warn("task %s: generating task: %v", b.r.Tasks[idx].ID, err)
 			}
 			return first
 		}
-		b.r.Tasks[idx].Parent = strp(hexID(parent.Addr()))
-		k = parent
+		prev, k = idx, parent
 	}
 }
 
-// newTask appends the task k, just interned, to r.Tasks.
-func (b *builder) newTask(id string, k *ompd.Task, status string, tid int) {
+// newTask appends the task k, just interned at index idx, to r.Tasks.
+func (b *builder) newTask(idx int, k backend.Task, status string, tid int) {
+	id := b.taskID(idx)
 	t := Task{ID: id, Status: status, Flags: []string{}}
 	if status == "running" && tid != 0 {
 		t.Thread = intp(tid)
 	}
-	f, err := k.Flags()
+	f, known, err := k.Flags()
 	if err != nil {
 		b.warn("task %s: %v", id, err)
+	}
+	if known&backend.AllFlags != backend.AllFlags {
+		b.unavailable["tasks[].flags"] = true
 	}
 	t.Kind = "implicit"
 	if f.Explicit {
@@ -427,14 +559,26 @@ func (b *builder) newTask(id string, k *ompd.Task, status string, tid int) {
 	}
 	if p, err := k.Parallel(); err == nil {
 		if lvl, err := p.Level(); err == nil && lvl >= 1 {
-			t.Region = strp(hexID(p.Addr()))
+			if i, ok := b.regions.Find(p); ok {
+				t.Region = strp(b.r.Regions[i].ID)
+			} else if l := p.Label(); l != "" {
+				t.Region = strp(l)
+			}
 		}
+		b.regions.ReleaseOne(p)
 	}
 	if loc, err := k.Location(); err == nil {
 		t.Location = loc.String()
 		t.ConstructFunction = loc.Function
 	} else {
 		t.Location = dwarfLoc
+		if b.lacks(err, "tasks[].construct_function") {
+			b.unavailable["tasks[].location"] = true
+			b.unavailable["threads[].location"] = true // the current task's
+			// stacks names outlined task functions after the construct's
+			// function.
+			b.unavailable["backtraces[].frames[].user_function"] = true
+		}
 	}
 	if b.as.StateTracking() {
 		if exit, enter, err := k.Frame(); err == nil {
@@ -446,7 +590,7 @@ func (b *builder) newTask(id string, k *ompd.Task, status string, tid int) {
 
 func (b *builder) queued() {
 	tasks, err := b.as.QueuedTasks()
-	if err != nil && !errors.Is(err, ompd.ErrNoTypeLayouts) { // runtime() said so
+	if err != nil && !errors.Is(err, ompd.ErrNoTypeLayouts) && !b.lacks(err, "tasks[status=queued]") { // runtime() said so
 		b.warn("queued tasks: %v", err)
 	}
 	for _, k := range tasks {
@@ -456,15 +600,20 @@ func (b *builder) queued() {
 
 // addUnstarted records a task that has not started (queued or blocked)
 // with its parent, and returns its index in r.Tasks, or false when the
-// task was recorded already.
-func (b *builder) addUnstarted(k *ompd.Task, status string) (int, bool) {
+// task was recorded already. It takes k over.
+func (b *builder) addUnstarted(k backend.Task, status string) (int, bool) {
 	idx, first := b.tasks.Intern(k)
 	if !first {
 		return idx, false
 	}
-	b.newTask(hexID(k.Addr()), k, status, 0)
+	b.newTask(idx, k, status, 0)
 	if parent, err := k.Generating(); err == nil {
-		b.r.Tasks[idx].Parent = strp(hexID(parent.Addr()))
+		if pi, ok := b.tasks.Find(parent); ok {
+			b.r.Tasks[idx].Parent = strp(b.r.Tasks[pi].ID)
+		} else if l := parent.Label(); l != "" {
+			b.r.Tasks[idx].Parent = strp(l)
+		}
+		b.tasks.ReleaseOne(parent)
 	}
 	return idx, true
 }
@@ -472,12 +621,12 @@ func (b *builder) addUnstarted(k *ompd.Task, status string) (int, bool) {
 // blocked records the explicit tasks that wait for dependences, with the
 // tasks they wait for.
 func (b *builder) blocked() {
-	from := make([]*ompd.Task, b.tasks.Len())
+	from := make([]backend.Task, b.tasks.Len())
 	for i := range from {
 		from[i] = b.tasks.At(i)
 	}
 	tasks, err := b.as.BlockedTasks(from)
-	if err != nil && !errors.Is(err, ompd.ErrNoTypeLayouts) {
+	if err != nil && !errors.Is(err, ompd.ErrNoTypeLayouts) && !b.lacks(err, "tasks[status=blocked]") {
 		b.warn("tasks waiting for dependences: %v", err)
 	}
 	for _, bt := range tasks {
@@ -488,7 +637,11 @@ func (b *builder) blocked() {
 		t := &b.r.Tasks[idx]
 		t.WaitsFor = []string{}
 		for _, p := range bt.Predecessors {
-			t.WaitsFor = append(t.WaitsFor, hexID(p.Addr()))
+			if pi, ok := b.tasks.Find(p); ok {
+				t.WaitsFor = append(t.WaitsFor, b.r.Tasks[pi].ID)
+			} else {
+				t.WaitsFor = append(t.WaitsFor, p.Label())
+			}
 		}
 		t.PendingDependences = intp(bt.Pending)
 	}
@@ -496,7 +649,7 @@ func (b *builder) blocked() {
 
 func (b *builder) icvs() {
 	add := func(icv ompd.ICV, owner any, h any) {
-		v, err := b.as.ICVValue(h, icv.ID)
+		v, err := b.as.ICV(h, icv)
 		if err != nil {
 			b.warn("ICV %s (%s %v): %v", icv.Name, icv.Scope, owner, err)
 			return
@@ -507,7 +660,11 @@ func (b *builder) icvs() {
 		}
 		b.r.ICVs = append(b.r.ICVs, ICV{Name: icv.Name, Scope: icv.Scope.String(), Owner: owner, Value: val})
 	}
-	all := b.as.EnumerateICVs()
+	all, err := b.as.ICVs()
+	if err != nil {
+		b.warn("ICVs: %v", err)
+		return
+	}
 	for _, icv := range all {
 		if icv.Scope == ompd.ScopeAddressSpace {
 			add(icv, nil, b.as)

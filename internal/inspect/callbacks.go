@@ -163,3 +163,18 @@ func (c *Callbacks) FieldLayout(typ, field string) (uint64, uint64, error) {
 	}
 	return ti.Field(typ, field)
 }
+
+// ThreadSymbolAddr implements dll.Callbacks: a thread-local symbol resolves
+// to the instance of ctx's thread (ctx is a *target.Thread from
+// ThreadContext), any other symbol as SymbolAddr does.
+func (c *Callbacks) ThreadSymbolAddr(ctx ompd.ThreadContext, name, fileHint string) (ompd.Address, error) {
+	th, ok := ctx.(*target.Thread)
+	if !ok {
+		return 0, fmt.Errorf("symbol %s: %T is not a thread context of ompd-inspect", name, ctx)
+	}
+	addr, err := target.LookupTLSSymbol(c.t, th, name, c.runtime)
+	if err != nil && c.runtime != nil {
+		addr, err = target.LookupTLSSymbol(c.t, th, name, nil)
+	}
+	return addr, err
+}

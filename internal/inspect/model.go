@@ -41,6 +41,24 @@ type Runtime struct {
 	// program runs without state tracking, and Hint says how to turn it on.
 	NeedsStateTracking []string `json:"needs_state_tracking"`
 	Hint               string   `json:"hint,omitempty"`
+	// Backend is the OMPD implementation the report comes from: "native",
+	// or "dll" for the runtime's own OMPD library.
+	Backend string `json:"backend"`
+	// OMPDLibrary is the library the dll backend loaded, with its version
+	// string; nil for the native backend.
+	OMPDLibrary *OMPDLibrary `json:"ompd_library,omitempty"`
+	// Unavailable names the report fields the backend cannot fill: no
+	// OMPD call gives them. Empty for the native backend.
+	Unavailable []string `json:"unavailable"`
+}
+
+// OMPDLibrary is the OMPD library the dll backend hosts.
+type OMPDLibrary struct {
+	Path    string `json:"path"`
+	Version string `json:"version"`
+	// Messages holds what the library printed (its print_string
+	// callback) while the report was built.
+	Messages []string `json:"messages"`
 }
 
 // Thread is one OS thread of the target.

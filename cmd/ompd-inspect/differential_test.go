@@ -1,0 +1,223 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/compare"
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+	"github.com/ompd-inspect/ompd-inspect/ompd/dll"
+)
+
+// comparison is the JSON of --backend both.
+type comparison struct {
+	Target      inspect.TargetInfo   `json:"target"`
+	Native      inspect.Runtime      `json:"native"`
+	DLL         inspect.Runtime      `json:"dll"`
+	Compared    int                  `json:"compared"`
+	Differences []compare.Difference `json:"differences"`
+	Warnings    struct {
+		Native []string `json:"native"`
+		DLL    []string `json:"dll"`
+	} `json:"warnings"`
+}
+
+// dllUnavailable is what LLVM's library cannot give: no OMPD 5.1 call
+// answers these (docs/compatibility.md). The differential tests fail if the
+// list changes, so that no field silently drops out of the comparison.
+var dllUnavailable = []string{
+	"backtraces[].frames[].user_function", "regions[].construct_function", "regions[].location", "regions[].serialized",
+	"tasks[].construct_function", "tasks[].flags", "tasks[].location",
+	"tasks[status=blocked]", "tasks[status=queued]",
+	"threads[].gtid", "threads[].location",
+}
+
+// compareBackends runs --backend both on a target and returns the result:
+// with the bt view every field of every view plus the backtraces, with
+// summary every field but the backtraces.
+func compareBackends(t *testing.T, target []string, view string) comparison {
+	t.Helper()
+	args := append(append([]string{}, target...), view, "--backend", "both", "--ompd-library", fixture.LibompdPath(), "--json")
+	out, errs, code := cli(args...)
+	var c comparison
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatalf("ompd-inspect %s: exit %d, bad JSON: %v\n%s%s", strings.Join(args, " "), code, err, out, errs)
+	}
+	if want := 0; compare.Unexpected(c.Differences) > 0 {
+		want = 1
+		if code != want {
+			t.Errorf("exit code %d with unexpected differences; want 1", code)
+		}
+	} else if code != want {
+		t.Errorf("exit code %d without unexpected differences; want 0: %s", code, errs)
+	}
+	if c.Native.Backend != "native" || c.DLL.Backend != "dll" || c.DLL.OMPDLibrary == nil || c.DLL.OMPDLibrary.Path != fixture.LibompdPath() {
+		t.Fatalf("backends: native %q, dll %q with %+v", c.Native.Backend, c.DLL.Backend, c.DLL.OMPDLibrary)
+	}
+	if !strings.HasPrefix(c.DLL.OMPDLibrary.Version, "LLVM OpenMP") {
+		t.Errorf("library version %q", c.DLL.OMPDLibrary.Version)
+	}
+	if strings.Join(c.DLL.Unavailable, ",") != strings.Join(dllUnavailable, ",") || len(c.Native.Unavailable) != 0 {
+		t.Errorf("fields not compared: dll %v, native %v; want dll %v, native none", c.DLL.Unavailable, c.Native.Unavailable, dllUnavailable)
+	}
+	// Every handle the library gave was released (a leak is a warning),
+	// and the library answered every call the native backend answered.
+	if len(c.Warnings.DLL) != len(c.Warnings.Native) {
+		t.Errorf("warnings: native %q, dll %q", c.Warnings.Native, c.Warnings.DLL)
+	}
+	return c
+}
+
+// differentialFixtures are the fixture programs compared, with the number
+// of fields each comparison must at least cover (a floor that catches a
+// comparison gone empty: threads, regions, tasks, ICVs and frames).
+var differentialFixtures = []struct {
+	name      string
+	minFields int
+}{
+	{"nested", 1500}, {"tasks", 800}, {"barrier", 300}, {"lock", 300},
+	{"icvs", 400}, {"demo", 500}, {"crash", 300},
+}
+
+// TestBackendsAgree: for every fixture, live, from a gcore core and from a
+// kernel core, with state tracking, the native backend and LLVM's own OMPD
+// library give the same value for every field both can fill.
+func TestBackendsAgree(t *testing.T) {
+	if !dll.BuiltIn {
+		t.Fatal("the dll backend is not built in: the differential tests need cgo")
+	}
+	for _, fx := range differentialFixtures {
+		t.Run(fx.name, func(t *testing.T) {
+			forEachSource(t, func(t *testing.T, src source) {
+				target := targetOf(t, fx.name, src, []string{"OMP_DEBUG=enabled"})
+				c := compareBackends(t, target, "bt")
+				if c.Compared < fx.minFields {
+					t.Errorf("only %d fields compared; want at least %d", c.Compared, fx.minFields)
+				}
+				for _, d := range c.Differences {
+					t.Errorf("%s", d.Format())
+				}
+			})
+		})
+	}
+}
+
+// TestBackendsWithoutStateTracking: without OMP_DEBUG=enabled, LLVM's
+// library refuses task entry points (ompd_rc_needs_state_tracking) that the
+// runtime records in every mode; those differences, and only those, are
+// known. The backtraces are not compared: without entry points the dll
+// backend's stacks have no task markers (docs/compatibility.md).
+func TestBackendsWithoutStateTracking(t *testing.T) {
+	for _, name := range []string{"nested", "tasks"} {
+		t.Run(name, func(t *testing.T) {
+			target := targetOf(t, name, live, nil)
+			c := compareBackends(t, target, "summary")
+			if c.Native.StateTracking || c.DLL.StateTracking {
+				t.Fatalf("state tracking on: native %v, dll %v", c.Native.StateTracking, c.DLL.StateTracking)
+			}
+			var unexpected []string
+			known := 0
+			for _, d := range c.Differences {
+				if d.Known == "" {
+					unexpected = append(unexpected, d.Format())
+					continue
+				}
+				known++
+				if d.B != compare.None && d.B != `""` {
+					t.Errorf("%s: the library gave %s, yet the difference is called known", d.Path, d.B)
+				}
+			}
+			sort.Strings(unexpected)
+			for _, u := range unexpected {
+				t.Error(u)
+			}
+			if known == 0 {
+				t.Error("no known difference: LLVM's library gave task entry points without state tracking")
+			}
+		})
+	}
+}
+
+// targetOf starts a fixture and returns the ompd-inspect arguments that
+// reach it from src.
+func targetOf(t *testing.T, name string, src source, env []string) []string {
+	t.Helper()
+	opts := fixture.StartOptions{Env: env}
+	switch src {
+	case kernel:
+		path, _ := fixture.KernelCore(t, name, opts)
+		return []string{"core", path}
+	case gcore:
+		p := fixture.Start(t, name, opts)
+		return []string{"core", p.Gcore(t)}
+	}
+	p := fixture.Start(t, name, opts)
+	t.Cleanup(func() { assertRunning(t, p) })
+	return []string{"attach", strconv.Itoa(p.PID)}
+}
+
+// TestDLLBackendErrors: one clear line for each way the library cannot be
+// used, and a non-zero exit.
+func TestDLLBackendErrors(t *testing.T) {
+	p := fixture.Start(t, "nested", fixture.StartOptions{})
+	pid := strconv.Itoa(p.PID)
+	wantError(t, "ompd-inspect: the dll backend: loading OMPD library /nonexistent/libompd.so: /nonexistent/libompd.so: cannot open shared object file: No such file or directory; the native backend (--backend native) works without it",
+		"attach", pid, "--backend", "dll", "--ompd-library", "/nonexistent/libompd.so")
+	wantError(t, "ompd-inspect: the dll backend: loading OMPD library /lib/x86_64-linux-gnu/libz.so.1: /lib/x86_64-linux-gnu/libz.so.1 defines no ompd_initialize; the native backend (--backend native) works without it",
+		"attach", pid, "--backend", "dll", "--ompd-library", "/lib/x86_64-linux-gnu/libz.so.1")
+	// Without --ompd-library: the runtime names libompd.so and a path next
+	// to itself, neither of which exists here. (In a fresh process: in this
+	// one dlopen finds the library loaded above by its soname.)
+	rt := fixture.OMPDLibDir() + "/libompd.so"
+	wantProcessError(t, builtCLI(t), "ompd-inspect: the dll backend: loading OMPD library libompd.so: libompd.so: cannot open shared object file: No such file or directory; loading OMPD library "+rt+": "+rt+": cannot open shared object file: No such file or directory; the native backend (--backend native) works without it",
+		"attach", pid, "--backend", "dll")
+	wantError(t, "ompd-inspect: unknown --backend \"gdb\": want native, dll or both", "attach", pid, "--backend", "gdb")
+	wantError(t, "ompd-inspect: --ompd-library goes with --backend dll or both", "attach", pid, "--ompd-library", fixture.LibompdPath())
+	assertRunning(t, p)
+}
+
+// wantProcessError runs an ompd-inspect binary and asserts exit code 1,
+// exactly one line on stderr equal to want, and nothing on stdout.
+func wantProcessError(t *testing.T, bin, want string, args ...string) {
+	t.Helper()
+	var out, errs strings.Builder
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", bin, err)
+	}
+	if code != 1 || out.String() != "" || errs.String() != want+"\n" {
+		t.Errorf("%s %s:\n exit %d, stdout %q\n stderr %q\n want stderr %q", bin, strings.Join(args, " "), code, out.String(), errs.String(), want+"\n")
+	}
+}
+
+// TestDLLBackendWithoutCgo: a build without cgo says that the dll backend
+// is not built in, and the native backend still works.
+func TestDLLBackendWithoutCgo(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "ompd-inspect-nocgo")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build with CGO_ENABLED=0: %v\n%s", err, out)
+	}
+	p := fixture.Start(t, "nested", fixture.StartOptions{})
+	pid := strconv.Itoa(p.PID)
+	wantProcessError(t, bin, "ompd-inspect: the dll backend is not built in (ompd-inspect was built with CGO_ENABLED=0); the native backend (--backend native) works without it",
+		"attach", pid, "--backend", "dll")
+	out, err := exec.Command(bin, "attach", pid, "regions").Output()
+	if err != nil || !strings.Contains(string(out), "team of 4") {
+		t.Errorf("native backend without cgo: %v\n%s", err, out)
+	}
+	assertRunning(t, p)
+}

@@ -1,0 +1,49 @@
+package render
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/compare"
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+)
+
+// Differences prints the result of comparing the native backend's report
+// a with the dll backend's report b.
+func Differences(w io.Writer, a, b *inspect.Report, res compare.Result) {
+	ds := res.Differences
+	lib := "the OMPD library"
+	if l := b.Runtime.OMPDLibrary; l != nil {
+		lib = l.Path
+		if l.Version != "" {
+			lib += " (" + l.Version + ")"
+		}
+	}
+	fmt.Fprintf(w, "Comparing ompd-inspect's native OMPD with %s\n", lib)
+	if len(b.Runtime.Unavailable) > 0 {
+		fmt.Fprintf(w, "Not compared (no OMPD call gives them): %s\n", joinComma(b.Runtime.Unavailable))
+	}
+	n := compare.Unexpected(ds)
+	for _, d := range ds {
+		fmt.Fprintln(w, "  "+d.Format())
+	}
+	switch {
+	case len(ds) == 0:
+		fmt.Fprintf(w, "No differences in %d fields.\n", res.Compared)
+	case n == 0:
+		fmt.Fprintf(w, "%d differences, all known defects of the library.\n", len(ds))
+	default:
+		fmt.Fprintf(w, "%d differences, %d not known.\n", len(ds), n)
+	}
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}

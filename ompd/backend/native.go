@@ -1,0 +1,181 @@
+package backend
+
+import (
+	"fmt"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+)
+
+// Native wraps the native Go implementation's address space.
+func Native(as *ompd.AddressSpace) AddressSpace { return nativeAS{as} }
+
+// NativeOf returns the native address space behind a, if a is one.
+func NativeOf(a AddressSpace) (*ompd.AddressSpace, bool) {
+	n, ok := a.(nativeAS)
+	return n.as, ok
+}
+
+type nativeAS struct{ as *ompd.AddressSpace }
+
+func (n nativeAS) Backend() string                   { return NameNative }
+func (n nativeAS) StateTracking() bool               { return n.as.StateTracking() }
+func (n nativeAS) OMPVersion() (int, error)          { return n.as.OMPVersion() }
+func (n nativeAS) OMPVersionString() (string, error) { return n.as.OMPVersionString() }
+func (n nativeAS) DisplayControlVars() ([]string, error) {
+	return n.as.DisplayControlVars()
+}
+func (n nativeAS) ICVs() ([]ompd.ICV, error) { return n.as.EnumerateICVs(), nil }
+func (n nativeAS) Release() error            { return nil }
+
+func (n nativeAS) CheckThreads() error {
+	_, err := n.as.Threads()
+	return err
+}
+
+func (n nativeAS) ThreadHandle(kind ompd.ThreadIDKind, id uint64) (Thread, error) {
+	h, err := n.as.ThreadHandle(kind, id)
+	if err != nil {
+		return nil, err
+	}
+	return nativeThread{h}, nil
+}
+
+func (n nativeAS) ICV(handle any, icv ompd.ICV) (ompd.Value, error) {
+	var h any
+	switch v := handle.(type) {
+	case nativeAS:
+		h = v.as
+	case nativeThread:
+		h = v.t
+	case nativeParallel:
+		h = v.p
+	case nativeTask:
+		h = v.k
+	default:
+		return ompd.Value{}, fmt.Errorf("ICV %s: %T is no handle of the native backend", icv.Name, handle)
+	}
+	return n.as.ICVValue(h, icv.ID)
+}
+
+func (n nativeAS) QueuedTasks() ([]Task, error) {
+	ks, err := n.as.QueuedTasks()
+	out := make([]Task, len(ks))
+	for i, k := range ks {
+		out[i] = nativeTask{k}
+	}
+	return out, err
+}
+
+func (n nativeAS) BlockedTasks(from []Task) ([]BlockedTask, error) {
+	in := make([]*ompd.Task, 0, len(from))
+	for _, k := range from {
+		if nk, ok := k.(nativeTask); ok {
+			in = append(in, nk.k)
+		}
+	}
+	bs, err := n.as.BlockedTasks(in)
+	out := make([]BlockedTask, len(bs))
+	for i, b := range bs {
+		out[i] = BlockedTask{Task: nativeTask{b.Task}, Pending: b.Pending}
+		for _, p := range b.Predecessors {
+			out[i].Predecessors = append(out[i].Predecessors, nativeTask{p})
+		}
+	}
+	return out, err
+}
+
+func label(a ompd.Address) string { return fmt.Sprintf("%#x", a) }
+
+type nativeThread struct{ t *ompd.Thread }
+
+func (n nativeThread) Label() string      { return label(n.t.Addr()) }
+func (n nativeThread) Release() error     { return nil }
+func (n nativeThread) GTID() (int, error) { return n.t.GTID(), nil }
+func (n nativeThread) Compare(o Thread) int {
+	return n.t.Compare(o.(nativeThread).t)
+}
+func (n nativeThread) ID(kind ompd.ThreadIDKind) (uint64, error) { return n.t.ID(kind) }
+func (n nativeThread) ThreadNum() (int, error)                   { return n.t.ThreadNum() }
+func (n nativeThread) State() (ompd.State, uint64, error)        { return n.t.State() }
+func (n nativeThread) CurrentParallel() (Parallel, error) {
+	p, err := n.t.CurrentParallel()
+	if err != nil {
+		return nil, err
+	}
+	return nativeParallel{p}, nil
+}
+func (n nativeThread) CurrentTask() (Task, error) {
+	k, err := n.t.CurrentTask()
+	if err != nil {
+		return nil, err
+	}
+	return nativeTask{k}, nil
+}
+
+type nativeParallel struct{ p *ompd.Parallel }
+
+func (n nativeParallel) Label() string  { return label(n.p.Addr()) }
+func (n nativeParallel) Release() error { return nil }
+func (n nativeParallel) Compare(o Parallel) int {
+	return n.p.Compare(o.(nativeParallel).p)
+}
+func (n nativeParallel) Enclosing() (Parallel, error) {
+	p, err := n.p.Enclosing()
+	if err != nil {
+		return nil, err
+	}
+	return nativeParallel{p}, nil
+}
+func (n nativeParallel) Level() (int, error)       { return n.p.Level() }
+func (n nativeParallel) ActiveLevel() (int, error) { return n.p.ActiveLevel() }
+func (n nativeParallel) TeamSize() (int, error)    { return n.p.TeamSize() }
+func (n nativeParallel) Serialized() (bool, error) { return n.p.Serialized(), nil }
+func (n nativeParallel) ThreadIn(i int) (Thread, error) {
+	t, err := n.p.ThreadIn(i)
+	if err != nil {
+		return nil, err
+	}
+	return nativeThread{t}, nil
+}
+func (n nativeParallel) TaskIn(i int) (Task, error) {
+	k, err := n.p.TaskIn(i)
+	if err != nil {
+		return nil, err
+	}
+	return nativeTask{k}, nil
+}
+func (n nativeParallel) Function() (ompd.Address, error)  { return n.p.Function() }
+func (n nativeParallel) Location() (ompd.Location, error) { return n.p.Location() }
+
+type nativeTask struct{ k *ompd.Task }
+
+func (n nativeTask) Label() string  { return label(n.k.Addr()) }
+func (n nativeTask) Release() error { return nil }
+func (n nativeTask) Compare(o Task) int {
+	return n.k.Compare(o.(nativeTask).k)
+}
+func (n nativeTask) Generating() (Task, error) { return wrapTask(n.k.Generating()) }
+func (n nativeTask) Scheduling() (Task, error) { return wrapTask(n.k.Scheduling()) }
+func (n nativeTask) Parallel() (Parallel, error) {
+	p, err := n.k.Parallel()
+	if err != nil {
+		return nil, err
+	}
+	return nativeParallel{p}, nil
+}
+func (n nativeTask) Flags() (ompd.Flags, FlagSet, error) {
+	f, err := n.k.Flags()
+	return f, AllFlags, err
+}
+func (n nativeTask) Function() (ompd.Address, error) { return n.k.Function() }
+func (n nativeTask) Frame() (exit, enter ompd.Address, err error) {
+	return n.k.Frame()
+}
+func (n nativeTask) Location() (ompd.Location, error) { return n.k.Location() }
+
+func wrapTask(k *ompd.Task, err error) (Task, error) {
+	if err != nil {
+		return nil, err
+	}
+	return nativeTask{k}, nil
+}
