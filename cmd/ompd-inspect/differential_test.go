@@ -133,6 +133,12 @@ func TestBackendsWithoutStateTracking(t *testing.T) {
 				if d.B != compare.None && d.B != `""` {
 					t.Errorf("%s: the library gave %s, yet the difference is called known", d.Path, d.B)
 				}
+				// The evidence: the runtime's memory holds the entry point
+				// (the native backend read it): an outlined function the
+				// compiler made for the construct, or the initial task's 0.
+				if strings.HasSuffix(d.Path, ".function") && !strings.Contains(d.A, "omp_outlined") && !strings.Contains(d.A, "omp_task_entry") {
+					t.Errorf("%s: native %s is no outlined function", d.Path, d.A)
+				}
 			}
 			sort.Strings(unexpected)
 			for _, u := range unexpected {
