@@ -108,7 +108,7 @@ type ids struct {
 	tasks   map[string]string
 }
 
-func canonical(r *inspect.Report) ids {
+func canonical(r *inspect.Report, skip map[string]bool) ids {
 	c := ids{regions: map[string]string{}, tasks: map[string]string{}}
 	regionByID := map[string]*inspect.Region{}
 	for i := range r.Regions {
@@ -160,6 +160,9 @@ func canonical(r *inspect.Report) ids {
 	// Objects no thread reaches (queued and blocked tasks, regions only
 	// tasks name), in report order.
 	for _, t := range r.Tasks {
+		if skip["tasks[status="+t.Status+"]"] {
+			continue // left out of the comparison: numbering it would shift the rest
+		}
 		task(t.ID)
 		if t.Region != nil {
 			region(*t.Region)
@@ -228,7 +231,7 @@ func (c ids) taskp(p *string) *string {
 
 // flatten turns the compared part of a report into path -> JSON text.
 func flatten(r *inspect.Report, v View, skip map[string]bool) map[string]string {
-	c := canonical(r)
+	c := canonical(r, skip)
 	out := map[string]string{}
 	all := v == "" || v == "summary" || v == "bt"
 	if all {
