@@ -76,14 +76,15 @@ func compareBackends(t *testing.T, target []string, view string) comparison {
 }
 
 // differentialFixtures are the fixture programs compared, with the number
-// of fields each comparison must at least cover (a floor that catches a
-// comparison gone empty: threads, regions, tasks, ICVs and frames).
+// of fields each comparison must at least cover: about 85% of what it
+// covers today (nested 2391, tasks 853, barrier 831, lock 652, icvs 263,
+// demo 810, crash 842 live), a floor that catches a comparison gone empty.
 var differentialFixtures = []struct {
 	name      string
 	minFields int
 }{
-	{"nested", 1500}, {"tasks", 800}, {"barrier", 300}, {"lock", 300},
-	{"icvs", 400}, {"demo", 500}, {"crash", 300},
+	{"nested", 2000}, {"tasks", 700}, {"barrier", 700}, {"lock", 550},
+	{"icvs", 220}, {"demo", 680}, {"crash", 700},
 }
 
 // TestBackendsAgree: for every fixture, live, from a gcore core and from a
@@ -98,6 +99,7 @@ func TestBackendsAgree(t *testing.T) {
 			forEachSource(t, func(t *testing.T, src source) {
 				target := targetOf(t, fx.name, src, []string{"OMP_DEBUG=enabled"})
 				c := compareBackends(t, target, "bt")
+				t.Logf("compared %d fields", c.Compared)
 				if c.Compared < fx.minFields {
 					t.Errorf("only %d fields compared; want at least %d", c.Compared, fx.minFields)
 				}
