@@ -1,0 +1,108 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+)
+
+// nobody is the user the least-privilege tests run as.
+const nobody = "65534"
+
+// asNobody returns the command line that runs argv as user and group
+// nobody, without supplementary groups or capabilities.
+func asNobody(argv ...string) []string {
+	return append([]string{"/usr/bin/setpriv", "--reuid=" + nobody, "--regid=" + nobody, "--clear-groups", "--inh-caps=-all", "--"}, argv...)
+}
+
+// publicCLI copies the built ompd-inspect where any user may run it.
+func publicCLI(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ompd-inspect-public")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "ompd-inspect")
+	copyFile(t, builtCLI(t), bin)
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestOrdinaryUser: ompd-inspect needs no privilege to inspect a process
+// of its own user, and names what refuses it for another user's process.
+func TestOrdinaryUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the least-privilege test switches users and must run as root")
+	}
+	bin := publicCLI(t)
+
+	// The user's own process: the fixture runs as nobody too.
+	argv := asNobody(fixture.Exe(t, "nested"))
+	own := fixture.Start(t, "nested", fixture.StartOptions{Exe: argv[0], Args: argv[1:]})
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(own.PID) + "/status")
+	if err != nil || !strings.Contains(string(status), "\nUid:\t"+nobody+"\t"+nobody+"\t") {
+		t.Fatalf("the fixture does not run as nobody: %v\n%s", err, status)
+	}
+	cmd := exec.Command(asNobody(bin)[0], append(asNobody(bin)[1:], "attach", strconv.Itoa(own.PID), "regions", "--json")...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ompd-inspect as nobody on nobody's process: %v: %s", err, stderrOf(err))
+	}
+	var r inspect.Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("bad JSON: %v\n%s", err, out)
+	}
+	sizes := map[int]int{}
+	for _, reg := range r.Regions {
+		sizes[reg.TeamSize]++
+	}
+	if len(r.Regions) != 4 || sizes[2] != 1 || sizes[3] != 2 || sizes[4] != 1 {
+		t.Errorf("regions as nobody: %d regions with team sizes %v; want 4: one of 2, two of 3, one of 4", len(r.Regions), sizes)
+	}
+	assertRunning(t, own)
+
+	// Another user's process (root's): refused, with the reason.
+	root := fixture.Start(t, "nested", fixture.StartOptions{})
+	cmd = exec.Command(asNobody(bin)[0], append(asNobody(bin)[1:], "attach", strconv.Itoa(root.PID))...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	code := -1
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	want := "ompd-inspect: process " + strconv.Itoa(root.PID) + ": attaching refused: operation not permitted; "
+	if scope, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil {
+		want += "kernel.yama.ptrace_scope is " + strings.TrimSpace(string(scope))
+		if code != 1 || stdout.Len() != 0 || !strings.HasPrefix(stderr.String(), want) || strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("as nobody on root's process: exit %d, stdout %q, stderr %q; want one line starting %q", code, stdout.String(), stderr.String(), want)
+		}
+	} else {
+		want += "there is no kernel.yama.ptrace_scope on this system, so the process probably belongs to another user, has changed its credentials or is not dumpable; attaching needs CAP_SYS_PTRACE (for example running as root), which ompd-inspect does not have\n"
+		if code != 1 || stdout.Len() != 0 || stderr.String() != want {
+			t.Errorf("as nobody on root's process: exit %d, stdout %q\n stderr %q\n want   %q", code, stdout.String(), stderr.String(), want)
+		}
+	}
+	assertRunning(t, root)
+}
+
+// stderrOf returns the stderr an exec.ExitError captured.
+func stderrOf(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(ee.Stderr)
+	}
+	return ""
+}
