@@ -14,7 +14,9 @@ stamp=$build/.ompd-inspect-built
 
 log() { printf 'setup: %s\n' "$*" >&2; }
 
-need_pkgs=(clang-19 libomp-19-dev gdb cmake ninja-build dpkg-dev xz-utils make)
+# gcc: cgo builds the dll backend (ompd/dll); util-linux: setpriv for the
+# least-privilege test.
+need_pkgs=(clang-19 libomp-19-dev gdb cmake ninja-build dpkg-dev xz-utils make gcc libc6-dev util-linux)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
