@@ -178,6 +178,11 @@ func inspectProcess(pid int, view string, vf viewFlags) ([]*inspect.Report, erro
 		select {}
 	}
 	reps, err := buildReports(p, inspect.Source{Kind: "process"}, view, vf)
+	// A process killed (or ending) while it was read leaves a report of
+	// torn-down memory: say that instead.
+	if aerr := p.Alive(); aerr != nil {
+		reps, err = nil, aerr
+	}
 	if cerr := p.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("detaching from process %d: %w", pid, cerr)
 	}

@@ -3,8 +3,11 @@ package ptrace
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -183,4 +186,38 @@ func permissionHint() string {
 		b.WriteString("; attaching may need CAP_SYS_PTRACE (for example running as root)")
 	}
 	return b.String()
+}
+
+// ErrGone is wrapped by Alive's error: the process ended while attached.
+var ErrGone = errors.New("the process ended")
+
+// Alive returns nil while some thread of the process still lives (not a
+// zombie), and an error wrapping ErrGone once all have exited: a process
+// killed or ending while it was read, whose memory may have been torn down
+// under the reader.
+func (p *Process) Alive() error {
+	dir := fmt.Sprintf("/proc/%d/task", p.pid)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("process %d: %w while it was being read (killed, or it exited); nothing is reported", p.pid, ErrGone)
+	}
+	if err != nil {
+		return fmt.Errorf("process %d: listing its threads: %w", p.pid, err)
+	}
+	gone := fmt.Errorf("process %d: %w while it was being read (killed, or it exited); nothing is reported", p.pid, ErrGone)
+	// A killed process loses its memory before its threads become
+	// zombies: no mappings left means it is gone too.
+	if maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.pid)); err == nil && len(maps) == 0 {
+		return gone
+	}
+	for _, e := range ents {
+		st, err := readStatus(filepath.Join(dir, e.Name(), "status"))
+		if err != nil {
+			continue // the thread went meanwhile
+		}
+		if l := st.stateLetter(); l != 'Z' && l != 'X' {
+			return nil
+		}
+	}
+	return gone
 }
