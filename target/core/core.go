@@ -114,6 +114,12 @@ type Core struct {
 	modules        []*target.Module
 	mismatches     []Mismatch
 	warnings       []string
+
+	// noteBytes counts the bytes of the PT_NOTE segments read;
+	// notesOverlap is set once they exceeded the file and that was
+	// warned about.
+	noteBytes    uint64
+	notesOverlap bool
 }
 
 var _ target.Target = (*Core)(nil)
@@ -281,7 +287,18 @@ func (c *Core) readNotes(p elf.ProgHeader) error {
 	if avail < p.Filesz {
 		c.warnf("core is truncated: %d of %d bytes of the note segment at offset %#x present", avail, p.Filesz, p.Off)
 	}
-	br := bufio.NewReaderSize(io.NewSectionReader(c.f, int64(p.Off), int64(avail)), 64<<10)
+	// Segments that overlap would have the same bytes read again and
+	// again: all together they may hold no more than the file.
+	if c.notesOverlap {
+		return nil
+	}
+	if avail > uint64(c.size)-c.noteBytes {
+		c.notesOverlap = true
+		c.warnf("reading notes of %s: the PT_NOTE segments hold more than the %d bytes of the file (they overlap); the rest are ignored", c.Path, c.size)
+		return nil
+	}
+	c.noteBytes += avail
+	br := bufio.NewReaderSize(io.NewSectionReader(c.f, int64(p.Off), int64(avail)), int(min(avail, 64<<10)))
 	pos := uint64(0)
 	for count := 0; ; count++ {
 		if count >= MaxNotes {
@@ -321,6 +338,11 @@ func (c *Core) readNotes(p elf.ProgHeader) error {
 			}
 		}
 		if descsz > 0 && descsz <= limit {
+			// The size is read from the file: the note must fit in
+			// what is left of the segment before it sizes a buffer.
+			if padded > avail-(pos+12+alignUp4(namesz)) {
+				return c.noteEnd(pos, io.ErrUnexpectedEOF)
+			}
 			desc := make([]byte, padded)
 			if _, err := io.ReadFull(br, desc); err != nil {
 				return c.noteEnd(pos, err)

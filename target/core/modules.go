@@ -234,15 +234,22 @@ func (c *Core) openModule(g *fileGroup, isExe bool, opts Options) *target.Module
 }
 
 // fileIsELF reports whether path is a regular file starting with the ELF
-// magic.
+// magic. Anything else is not opened: a core may name any path, and
+// opening a FIFO blocks, opening a device can act on it.
 func fileIsELF(path string) (bool, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return false, err
+	}
+	if !st.Mode().IsRegular() {
+		return false, nil
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
+	if st, err = f.Stat(); err != nil {
 		return false, err
 	}
 	if !st.Mode().IsRegular() {

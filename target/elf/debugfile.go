@@ -122,8 +122,15 @@ func (im *Image) findSeparate() (*Image, error) {
 	return nil, errors.New(msg)
 }
 
-// fileCRC computes the CRC-32 (IEEE, as .gnu_debuglink uses) of a file.
+// fileCRC computes the CRC-32 (IEEE, as .gnu_debuglink uses) of a
+// regular file. Anything else is not opened (a FIFO would block, a device
+// may never end).
 func fileCRC(path string) (uint32, error) {
+	if st, err := os.Stat(path); err != nil {
+		return 0, err
+	} else if !st.Mode().IsRegular() {
+		return 0, fmt.Errorf("computing CRC-32 of %s: not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, err

@@ -3,6 +3,7 @@ package elf
 import (
 	"debug/dwarf"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -52,6 +53,9 @@ type subInfo struct {
 
 // errTooManyRows stops indexing at MaxLineRows rows.
 var errTooManyRows = fmt.Errorf("more than %d line-table rows (limit MaxLineRows)", MaxLineRows)
+
+// maxSubprogramRanges is MaxSubprogramRanges; a test lowers it.
+var maxSubprogramRanges = MaxSubprogramRanges
 
 // maxOriginDepth bounds how many DW_AT_abstract_origin and
 // DW_AT_specification links are followed.
@@ -181,8 +185,9 @@ func (im *Image) indexDWARF(src *Image) (*dwarfIndex, error) {
 	}
 	idx := &dwarfIndex{files: []string{""}}
 	var werr error
+	line := src.debugLine()
 	if err := guard(func() error {
-		werr = idx.walk(d, valid)
+		werr = idx.walk(d, valid, src.debugInfoSize(), line)
 		return nil
 	}); err != nil {
 		werr = err
@@ -202,10 +207,13 @@ func (im *Image) indexDWARF(src *Image) (*dwarfIndex, error) {
 
 // walk visits every entry once, reading each unit's line table and
 // recording subprograms and the inlined subroutines with code inside
-// them.
-func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool) error {
+// them. infoSize is the size of .debug_info, which bounds the entries
+// (see debugInfoSize); line is .debug_line, whose headers are checked
+// (see checkLineHeader).
+func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool, infoSize uint64, line lineSection) error {
 	w := &walker{
 		d:          d,
+		line:       line,
 		valid:      valid,
 		idx:        idx,
 		fileIDs:    make(map[string]uint32),
@@ -213,7 +221,11 @@ func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool) error {
 		inlOrigins: make(map[dwarf.Offset]dwarf.Offset),
 	}
 	r := d.Reader()
-	for {
+	for n := uint64(0); ; n++ {
+		if n > infoSize {
+			w.errs = append(w.errs, errStuckEntries(infoSize))
+			break
+		}
 		e, err := r.Next()
 		if err != nil {
 			w.errs = append(w.errs, fmt.Errorf("reading entries: %w", err))
@@ -249,9 +261,61 @@ func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool) error {
 	return errors.Join(w.errs...)
 }
 
+// debugInfoSize returns the (uncompressed) size of the image's
+// .debug_info section. Every entry takes at least one byte of it, so a
+// reader that returns more entries is stuck: debug/dwarf's Reader.Next
+// returns null entries forever, without advancing, at a LEB128 number
+// that the end of a unit cuts off (golang/go#79586).
+func (im *Image) debugInfoSize() uint64 {
+	for _, s := range im.ef.Sections {
+		if (s.Name == ".debug_info" || s.Name == ".zdebug_info") && s.Type != elf.SHT_NOBITS {
+			// Open sets the uncompressed size of a .zdebug section.
+			guard(func() error { s.Open(); return nil })
+			return s.Size
+		}
+	}
+	return 0
+}
+
+// lineSection is the contents of a .debug_line section and the byte
+// order of its file.
+type lineSection struct {
+	data  []byte
+	order binary.ByteOrder
+}
+
+// debugLine returns the image's .debug_line section (no data when it has
+// none or it cannot be read).
+func (im *Image) debugLine() lineSection {
+	ls := lineSection{order: binary.LittleEndian}
+	if im.ef.ByteOrder != nil {
+		ls.order = im.ef.ByteOrder
+	}
+	for _, s := range im.ef.Sections {
+		if (s.Name == ".debug_line" || s.Name == ".zdebug_line") && s.Type != elf.SHT_NOBITS && s.Size <= MaxDebugSectionBytes {
+			guard(func() error {
+				var err error
+				if ls.data, err = s.Data(); err != nil {
+					ls.data = nil
+				}
+				return nil
+			})
+			break
+		}
+	}
+	return ls
+}
+
+// errStuckEntries is the error of a walk over the entries of a
+// .debug_info of infoSize bytes that returned more entries than bytes.
+func errStuckEntries(infoSize uint64) error {
+	return fmt.Errorf("reading entries: more entries than the %d bytes of .debug_info (a malformed entry at the end of a unit)", infoSize)
+}
+
 // walker is the state of one walk over the entries of a DWARF image.
 type walker struct {
 	d     *dwarf.Data
+	line  lineSection
 	valid func(uint64) bool
 	idx   *dwarfIndex
 
@@ -356,6 +420,12 @@ func (w *walker) entry(e *dwarf.Entry) (sc scope, stop bool) {
 func (w *walker) unit(e *dwarf.Entry) bool {
 	w.files, w.unitFiles = nil, make(map[*dwarf.LineFile]uint32)
 	w.compDir, _ = e.Val(dwarf.AttrCompDir).(string)
+	if off, ok := e.Val(dwarf.AttrStmtList).(int64); ok && off >= 0 {
+		if err := checkLineHeader(w.line.data, w.line.order, uint64(off)); err != nil {
+			w.errs = append(w.errs, fmt.Errorf("line table of unit at %#x: %w", e.Offset, err))
+			return true
+		}
+	}
 	lr, err := w.d.LineReader(e)
 	if err != nil {
 		w.errs = append(w.errs, fmt.Errorf("line table of unit at %#x: %w", e.Offset, err))
@@ -392,7 +462,8 @@ func (w *walker) fileID(f *dwarf.LineFile) uint32 {
 }
 
 // subprogram records a DW_TAG_subprogram and returns its funcs index, or
-// -1 when it has no code. ok is false when MaxSubprograms is exceeded.
+// -1 when it has no code. ok is false when MaxSubprograms or
+// MaxSubprogramRanges is exceeded.
 func (w *walker) subprogram(e *dwarf.Entry) (id int32, ok bool) {
 	if len(w.subs) >= MaxSubprograms {
 		w.errs = append(w.errs, fmt.Errorf("more than %d subprograms (limit MaxSubprograms)", MaxSubprograms))
@@ -420,6 +491,10 @@ func (w *walker) subprogram(e *dwarf.Entry) (id int32, ok bool) {
 	for _, rg := range rs {
 		if rg[0] >= rg[1] || !w.valid(rg[0]) {
 			continue
+		}
+		if len(w.ivs) >= maxSubprogramRanges {
+			w.errs = append(w.errs, fmt.Errorf("more than %d ranges of subprograms (limit MaxSubprogramRanges)", maxSubprogramRanges))
+			return -1, false
 		}
 		if id < 0 {
 			id = int32(len(w.concrete))

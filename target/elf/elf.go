@@ -37,6 +37,11 @@ const (
 	// MaxSubprograms is the largest number of DW_TAG_subprogram entries
 	// indexed.
 	MaxSubprograms = 1 << 23
+	// MaxSubprogramRanges is the largest number of address ranges of
+	// subprograms indexed, one per subprogram at MaxSubprograms. (Entries
+	// can share a range list, so the ranges are not bounded by the size
+	// of the range lists.)
+	MaxSubprogramRanges = 1 << 23
 	// MaxLoads is the largest number of PT_LOAD segments accepted.
 	MaxLoads = 1 << 16
 )
@@ -116,6 +121,13 @@ func Open(path string) (*Image, error) {
 // open opens path; debugRoots are the global debug directories to search
 // for a separate debug file (nil: none, the image is a debug file).
 func open(path string, debugRoots []string) (im *Image, err error) {
+	// Only a regular file is opened: opening a FIFO blocks, opening a
+	// device can act on it.
+	if st, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("opening ELF file: %w", err)
+	} else if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("opening ELF file %s: not a regular file", path)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening ELF file: %w", err)

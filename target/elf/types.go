@@ -3,6 +3,7 @@ package elf
 import (
 	"debug/dwarf"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -40,11 +41,15 @@ func NewTypeIndex(im *Image) (*TypeIndex, error) {
 		return nil, fmt.Errorf("reading DWARF of %s: %w", src.Path, err)
 	}
 	ti := &TypeIndex{path: src.Path, d: d, names: make(map[string]dwarf.Offset), cache: make(map[string]dwarf.Type)}
+	infoSize := src.debugInfoSize()
 	err := guard(func() error {
 		r := d.Reader()
 		for n := 0; ; n++ {
 			if n > MaxTypeEntries {
 				return fmt.Errorf("more than %d DWARF entries (limit MaxTypeEntries)", MaxTypeEntries)
+			}
+			if uint64(n) > infoSize {
+				return errStuckEntries(infoSize)
 			}
 			e, err := r.Next()
 			if err != nil {
@@ -108,6 +113,9 @@ func (ti *TypeIndex) typLocked(name string) (dwarf.Type, error) {
 	}
 	var t dwarf.Type
 	if err := guard(func() error {
+		if err := checkTypeGraph(ti.d, off); err != nil {
+			return err
+		}
 		var err error
 		t, err = ti.d.Type(off)
 		return err
@@ -157,4 +165,114 @@ func (ti *TypeIndex) Field(typName, field string) (offset, size uint64, err erro
 		}
 	}
 	return 0, 0, fmt.Errorf("type %s in %s has no field %s", typName, ti.path, field)
+}
+
+// Limits on the types debug/dwarf's Data.Type reads for one type. It
+// recurses once per type along every reference it follows, and computes
+// the size of a typedef, qualifier or array through the chain of types
+// they refer to: a cycle in such a chain (a typedef of itself) or a long
+// enough path of references overflows the goroutine stack, a fatal error
+// that no recover catches.
+const (
+	// maxTypeGraph bounds the types reachable from a type that is read.
+	maxTypeGraph = 1 << 16
+	// maxTypeChain bounds a chain of typedefs, qualifiers and arrays.
+	maxTypeChain = 1 << 10
+)
+
+// checkTypeGraph checks, before Data.Type reads the type at root, that it
+// reaches at most maxTypeGraph types (following DW_AT_type of the types
+// and of their children, a superset of what Data.Type follows) and that
+// no chain of typedefs, qualifiers and arrays among them is cyclic or
+// longer than maxTypeChain.
+func checkTypeGraph(d *dwarf.Data, root dwarf.Offset) error {
+	r := d.Reader()
+	next := make(map[dwarf.Offset]dwarf.Offset) // chain links
+	seen := map[dwarf.Offset]bool{root: true}
+	todo := []dwarf.Offset{root}
+	follow := func(e *dwarf.Entry) (dwarf.Offset, bool, error) {
+		t, ok := e.Val(dwarf.AttrType).(dwarf.Offset)
+		if ok && !seen[t] {
+			if len(seen) >= maxTypeGraph {
+				return 0, false, fmt.Errorf("the type at %#x reaches more than %d types (limit maxTypeGraph)", root, maxTypeGraph)
+			}
+			seen[t] = true
+			todo = append(todo, t)
+		}
+		return t, ok, nil
+	}
+	for len(todo) > 0 {
+		off := todo[len(todo)-1]
+		todo = todo[:len(todo)-1]
+		r.Seek(off)
+		e, err := r.Next()
+		if err != nil || e == nil {
+			continue // Data.Type reports it
+		}
+		t, ok, err := follow(e)
+		if err != nil {
+			return err
+		}
+		switch e.Tag {
+		case dwarf.TagTypedef, dwarf.TagConstType, dwarf.TagVolatileType, dwarf.TagRestrictType, dwarf.TagAtomicType, dwarf.TagArrayType:
+			if ok {
+				next[off] = t
+			}
+		}
+		if !e.Children {
+			continue
+		}
+		for {
+			c, err := r.Next()
+			if err != nil || c == nil || c.Tag == 0 {
+				break
+			}
+			if _, _, err := follow(c); err != nil {
+				return err
+			}
+			if c.Children {
+				r.SkipChildren()
+			}
+		}
+	}
+	// The length of the chain from every link, each computed once.
+	starts := make([]dwarf.Offset, 0, len(next))
+	for off := range next {
+		starts = append(starts, off)
+	}
+	slices.Sort(starts)
+	length := make(map[dwarf.Offset]int, len(next))
+	onPath := make(map[dwarf.Offset]bool)
+	for _, start := range starts {
+		var path []dwarf.Offset
+		base := 0
+		for cur := start; ; {
+			if l, ok := length[cur]; ok {
+				base = l
+				break
+			}
+			nx, ok := next[cur]
+			if !ok {
+				break
+			}
+			if onPath[cur] {
+				return fmt.Errorf("the type at %#x reaches a cycle of typedefs, qualifiers or arrays at %#x", root, cur)
+			}
+			onPath[cur] = true
+			path = append(path, cur)
+			if base+len(path) > maxTypeChain {
+				return fmt.Errorf("the type at %#x reaches a chain of more than %d typedefs, qualifiers or arrays (limit maxTypeChain)", root, maxTypeChain)
+			}
+			cur = nx
+		}
+		for i := len(path) - 1; i >= 0; i-- {
+			base++
+			length[path[i]] = base
+			delete(onPath, path[i])
+		}
+		if base > maxTypeChain {
+			return fmt.Errorf("the type at %#x reaches a chain of more than %d typedefs, qualifiers or arrays (limit maxTypeChain)", root, maxTypeChain)
+		}
+	}
+	return nil
 }
