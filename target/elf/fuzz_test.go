@@ -320,11 +320,14 @@ func elfSeeds(tb testing.TB) [][]byte {
 		if err != nil {
 			tb.Fatal(err)
 		}
+		// build compiles a seed; one that this gcc cannot build (for
+		// an option it lacks) is left out.
 		build := func(name, src string, flags ...string) []byte {
 			out := filepath.Join(dir, name)
 			args := append([]string{"-o", out, src}, flags...)
 			if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-				tb.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, b)
+				tb.Logf("no seed %s: gcc %s: %v\n%s", name, strings.Join(args, " "), err, b)
+				return nil
 			}
 			data, err := os.ReadFile(out)
 			if err != nil {
@@ -333,6 +336,9 @@ func elfSeeds(tb testing.TB) [][]byte {
 			return data
 		}
 		prog := build("prog", symbols, "-g", "-O0")
+		if prog == nil {
+			tb.Fatal("gcc cannot build testdata/symbols.c")
+		}
 		seeds = append(seeds,
 			prog,
 			build("inline", inline, "-g", "-O2"),
@@ -387,6 +393,7 @@ func elfSeeds(tb testing.TB) [][]byte {
 		tb.Logf("the fixture programs are not seeds: %v", err)
 	}
 	// A bare ELF header, no segments nor sections.
+	seeds = slices.DeleteFunc(seeds, func(s []byte) bool { return s == nil })
 	hdr := make([]byte, 64)
 	copy(hdr, elf.ELFMAG)
 	hdr[elf.EI_CLASS], hdr[elf.EI_DATA], hdr[elf.EI_VERSION] = byte(elf.ELFCLASS64), byte(elf.ELFDATA2LSB), 1
