@@ -20,14 +20,36 @@ const (
 	ompdLibomp   = "/var/cache/ompd-inspect/libomp-19-build/runtime/src/libomp.so"
 )
 
+// testdataPath returns the absolute path of testdata/name.
+func testdataPath(tb testing.TB, name string) string {
+	tb.Helper()
+	p, err := filepath.Abs(filepath.Join("testdata", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
 // source returns the absolute path of testdata/symbols.c.
-func source(t *testing.T) string {
+func source(t *testing.T) string { return testdataPath(t, "symbols.c") }
+
+// sectionOf reads the file at path and returns its bytes and its section
+// name, failing the test when there is none with contents.
+func sectionOf(t *testing.T, path, name string) ([]byte, *elf.Section) {
 	t.Helper()
-	p, err := filepath.Abs("testdata/symbols.c")
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	ef, err := elf.NewFile(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := ef.Section(name)
+	if s == nil || s.Type == elf.SHT_NOBITS {
+		t.Fatalf("%s has no %s", path, name)
+	}
+	return data, s
 }
 
 // markerLine returns the line of the source that carries "LINE:name".

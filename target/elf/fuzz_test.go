@@ -312,14 +312,7 @@ func elfSeeds(tb testing.TB) [][]byte {
 	var seeds [][]byte
 	dir := tb.TempDir()
 	if _, err := exec.LookPath("gcc"); err == nil {
-		symbols, err := filepath.Abs("testdata/symbols.c")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		inline, err := filepath.Abs("testdata/inline.c")
-		if err != nil {
-			tb.Fatal(err)
-		}
+		symbols, inline := testdataPath(tb, "symbols.c"), testdataPath(tb, "inline.c")
 		// build compiles a seed; one that this gcc cannot build (for
 		// an option it lacks) is left out.
 		build := func(name, src string, flags ...string) []byte {
@@ -506,10 +499,7 @@ func TestDebugLinkFIFO(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	src, err := filepath.Abs("testdata/symbols.c")
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := source(t)
 	prog, debug := filepath.Join(dir, "prog"), filepath.Join(dir, "prog.debug")
 	for _, c := range [][]string{
 		{"gcc", "-g", "-O0", "-Wl,--build-id=none", "-o", prog, src},
@@ -622,28 +612,10 @@ func TestSubprogramRangesBounded(t *testing.T) {
 // entries, 2.4 GB (the FuzzImage crasher 608ddbddad707570). Both stop
 // after as many entries as .debug_info has bytes.
 func TestDWARFStuckReader(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not installed")
-	}
-	dir := t.TempDir()
-	src, err := filepath.Abs("testdata/symbols.c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog := filepath.Join(dir, "prog")
-	if b, err := exec.Command("gcc", "-g", "-O0", "-o", prog, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, b)
-	}
-	data, err := os.ReadFile(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ef, err := elf.NewFile(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := ef.Section(".debug_info")
-	if s == nil || data[s.Offset+s.Size-1] != 0 {
+	src := source(t)
+	prog := compile(t, "gcc", t.TempDir(), "prog")
+	data, s := sectionOf(t, prog, ".debug_info")
+	if data[s.Offset+s.Size-1] != 0 {
 		t.Fatalf("%s: .debug_info does not end with a null entry", prog)
 	}
 	data[s.Offset+s.Size-1] = 0x80
@@ -685,30 +657,9 @@ func TestDWARFStuckReader(t *testing.T) {
 // Here the directory count becomes 2^24-1 and its format empty, so that
 // the entries take no bytes: the table is refused, the rest indexed.
 func TestLineHeaderCounts(t *testing.T) {
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not installed")
-	}
 	dir := t.TempDir()
-	src, err := filepath.Abs("testdata/symbols.c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prog := filepath.Join(dir, "prog")
-	if b, err := exec.Command("gcc", "-gdwarf-5", "-O0", "-o", prog, src).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, b)
-	}
-	data, err := os.ReadFile(prog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ef, err := elf.NewFile(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := ef.Section(".debug_line")
-	if s == nil || s.Type == elf.SHT_NOBITS {
-		t.Fatal("no .debug_line")
-	}
+	prog := compile(t, "gcc", dir, "prog", "-gdwarf-5")
+	data, s := sectionOf(t, prog, ".debug_line")
 	line := data[s.Offset : s.Offset+s.Size]
 	le := binary.LittleEndian
 	if le.Uint32(line) == 0xffffffff || le.Uint16(line[4:]) != 5 {

@@ -16,14 +16,7 @@ import (
 )
 
 // inlineSource returns the absolute path of testdata/inline.c.
-func inlineSource(t *testing.T) string {
-	t.Helper()
-	p, err := filepath.Abs("testdata/inline.c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func inlineSource(t *testing.T) string { return testdataPath(t, "inline.c") }
 
 // inlineLine returns the line of testdata/inline.c that carries
 // "LINE:name".
