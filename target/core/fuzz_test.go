@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ompd-inspect/ompd-inspect/internal/fuzzlimit"
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
 
@@ -37,13 +37,6 @@ import (
 // gcore cores of testdata/threads.c written by TestWriteFuzzSeeds, and
 // every crasher found so far.
 
-// Per-input limits of the fuzz target: an input that takes longer or
-// allocates more has found a missing bound.
-const (
-	fuzzExecTimeLimit  = 30 * time.Second
-	fuzzExecAllocLimit = 64 << 20
-)
-
 // fuzzProgFlags build testdata/threads.c for the fuzz target and its
 // seeds.
 var fuzzProgFlags = []string{"-g", "-O0", "-pthread", "-DVARIANT=1"}
@@ -55,31 +48,8 @@ func FuzzCore(f *testing.F) {
 	opts := fuzzOptions(f)
 	path := filepath.Join(f.TempDir(), "core")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		limitExec(t, func() { exerciseCore(t, path, data, opts) })
+		fuzzlimit.Exec(t, func() { exerciseCore(t, path, data, opts) })
 	})
-}
-
-// limitExec runs fn, panicking (which ends the fuzzing worker and makes
-// the fuzzer keep the input) when it runs longer than fuzzExecTimeLimit,
-// and failing the test when it allocates more than fuzzExecAllocLimit.
-func limitExec(t *testing.T, fn func()) {
-	t.Helper()
-	timer := time.AfterFunc(fuzzExecTimeLimit, func() {
-		panic(fmt.Sprintf("one input ran for more than %v: an unbounded loop?", fuzzExecTimeLimit))
-	})
-	defer timer.Stop()
-	before := heapAllocs()
-	fn()
-	if got := heapAllocs() - before; got > fuzzExecAllocLimit {
-		t.Errorf("one input allocated %d bytes, more than %d: an unbounded allocation?", got, fuzzExecAllocLimit)
-	}
-}
-
-// heapAllocs returns the bytes allocated on the heap so far.
-func heapAllocs() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
 }
 
 // fuzzOptions builds the executable of the seeds and the sysroot the
@@ -486,9 +456,9 @@ func TestNoteSizeBeyondSegment(t *testing.T) {
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := heapAllocs()
+	before := fuzzlimit.HeapAllocs()
 	c := mustOpenCore(t, p, Options{})
-	if got := heapAllocs() - before; got > 16<<20 {
+	if got := fuzzlimit.HeapAllocs() - before; got > 16<<20 {
 		t.Errorf("Open allocated %d bytes for a %d-byte core", got, len(data))
 	}
 	notesOff := binary.LittleEndian.Uint64(data[64+8:])
@@ -521,9 +491,9 @@ func TestOverlappingNoteSegments(t *testing.T) {
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	before := heapAllocs()
+	before := fuzzlimit.HeapAllocs()
 	c := mustOpenCore(t, p, Options{})
-	if got := heapAllocs() - before; got > 64<<20 {
+	if got := fuzzlimit.HeapAllocs() - before; got > 64<<20 {
 		t.Errorf("Open allocated %d bytes for a %d-byte core", got, len(data))
 	}
 	// Each reading of the notes adds the three threads again; the file

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/metrics"
 	"slices"
 	"strings"
 	"syscall"
@@ -19,6 +18,7 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/frame"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/internal/fuzzlimit"
 )
 
 // Fuzzing the ELF reader.
@@ -47,13 +47,6 @@ import (
 // splitMagic starts an input that holds an ELF file and its debug file.
 const splitMagic = "ELF+DBG\x00"
 
-// Per-input limits of the fuzz target: an input that takes longer or
-// allocates more has found a missing bound.
-const (
-	fuzzExecTimeLimit  = 30 * time.Second
-	fuzzExecAllocLimit = 64 << 20
-)
-
 // maxFuzzAddrs bounds the addresses looked up per input.
 const maxFuzzAddrs = 48
 
@@ -63,31 +56,8 @@ func FuzzImage(f *testing.F) {
 	}
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		limitExec(t, func() { exerciseImage(t, dir, data) })
+		fuzzlimit.Exec(t, func() { exerciseImage(t, dir, data) })
 	})
-}
-
-// limitExec runs fn, panicking (which ends the fuzzing worker and makes
-// the fuzzer keep the input) when it runs longer than fuzzExecTimeLimit,
-// and failing the test when it allocates more than fuzzExecAllocLimit.
-func limitExec(t *testing.T, fn func()) {
-	t.Helper()
-	timer := time.AfterFunc(fuzzExecTimeLimit, func() {
-		panic(fmt.Sprintf("one input ran for more than %v: an unbounded loop?", fuzzExecTimeLimit))
-	})
-	defer timer.Stop()
-	before := heapAllocs()
-	fn()
-	if got := heapAllocs() - before; got > fuzzExecAllocLimit {
-		t.Errorf("one input allocated %d bytes, more than %d: an unbounded allocation?", got, fuzzExecAllocLimit)
-	}
-}
-
-// heapAllocs returns the bytes allocated on the heap so far.
-func heapAllocs() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
 }
 
 // splitInput returns the image and the debug file of an input (debug is
@@ -640,12 +610,12 @@ func TestDWARFStuckReader(t *testing.T) {
 		t.Errorf("LineAt(main) = %s:%d, %v, want a line of %s", file, line, ok, src)
 	}
 
-	before := heapAllocs()
+	before := fuzzlimit.HeapAllocs()
 	_, terr := NewTypeIndex(im)
 	if terr == nil || !strings.Contains(terr.Error(), want) {
 		t.Errorf("NewTypeIndex: %v, want it to say %q", terr, want)
 	}
-	if got := heapAllocs() - before; got > 16<<20 {
+	if got := fuzzlimit.HeapAllocs() - before; got > 16<<20 {
 		t.Errorf("NewTypeIndex allocated %d bytes", got)
 	}
 }
@@ -681,9 +651,9 @@ func TestLineHeaderCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer im.Close()
-	before := heapAllocs()
+	before := fuzzlimit.HeapAllocs()
 	_, derr := im.DebugInfo()
-	if got := heapAllocs() - before; got > 16<<20 {
+	if got := fuzzlimit.HeapAllocs() - before; got > 16<<20 {
 		t.Errorf("DebugInfo allocated %d bytes", got)
 	}
 	want := "line table at offset 0x0 of .debug_line: 16777215 directories, more than the"
