@@ -61,13 +61,7 @@ func runBT(t *testing.T, target []string, flags ...string) *btReport {
 
 func btOfThread(t *testing.T, r *btReport, tid int) inspect.Backtrace {
 	t.Helper()
-	for _, bt := range r.Backtraces {
-		if bt.OSTID == tid {
-			return bt
-		}
-	}
-	t.Fatalf("no backtrace of thread %d", tid)
-	return inspect.Backtrace{}
+	return find(t, r.Backtraces, func(bt inspect.Backtrace) bool { return bt.OSTID == tid }, fmt.Sprintf("backtrace of thread %d", tid))
 }
 
 // signature renders the frames of a folded backtrace that are not system

@@ -84,37 +84,33 @@ func assertRunning(t *testing.T, p *fixture.Process) {
 	}
 }
 
-func threadOf(t *testing.T, r *inspect.Report, tid int) inspect.Thread {
+// find returns the one element of items for which match is true, failing
+// the test with what when there is none.
+func find[T any](t *testing.T, items []T, match func(T) bool, what string) T {
 	t.Helper()
-	for _, th := range r.Threads {
-		if th.OSTID == tid {
-			return th
+	for _, x := range items {
+		if match(x) {
+			return x
 		}
 	}
-	t.Fatalf("thread %d not in report (threads: %+v)", tid, r.Threads)
-	return inspect.Thread{}
+	t.Fatalf("%s not in report", what)
+	var zero T
+	return zero
+}
+
+func threadOf(t *testing.T, r *inspect.Report, tid int) inspect.Thread {
+	t.Helper()
+	return find(t, r.Threads, func(th inspect.Thread) bool { return th.OSTID == tid }, fmt.Sprintf("thread %d", tid))
 }
 
 func regionByID(t *testing.T, r *inspect.Report, id string) inspect.Region {
 	t.Helper()
-	for _, reg := range r.Regions {
-		if reg.ID == id {
-			return reg
-		}
-	}
-	t.Fatalf("region %s not in report", id)
-	return inspect.Region{}
+	return find(t, r.Regions, func(reg inspect.Region) bool { return reg.ID == id }, "region "+id)
 }
 
 func taskByID(t *testing.T, r *inspect.Report, id string) inspect.Task {
 	t.Helper()
-	for _, k := range r.Tasks {
-		if k.ID == id {
-			return k
-		}
-	}
-	t.Fatalf("task %s not in report", id)
-	return inspect.Task{}
+	return find(t, r.Tasks, func(k inspect.Task) bool { return k.ID == id }, "task "+id)
 }
 
 // loc is the location ompd-inspect must give for marker in file: the

@@ -213,6 +213,7 @@ func Open(path string, cb Callbacks, runtimeHint string) (backend.AddressSpace, 
 		return nil, fmt.Errorf("OMPD library %s: %w", path, err)
 	}
 	as := &AddressSpace{s: s, h: h}
+	as.tracking = as.readStateTracking()
 	if err := as.enumerateICVs(); err != nil {
 		as.Release()
 		return nil, fmt.Errorf("OMPD library %s: %w", path, err)
@@ -243,6 +244,7 @@ type AddressSpace struct {
 	h        *C.ompd_address_space_handle_t
 	icvs     []ompd.ICV
 	byName   map[string]ompd.ICV
+	tracking bool // the runtime's ompd_state is nonzero
 	released bool
 }
 
@@ -260,9 +262,13 @@ func (as *AddressSpace) Messages() []string {
 // Backend implements backend.AddressSpace.
 func (as *AddressSpace) Backend() string { return backend.NameDLL + " " + as.s.lib.path }
 
-// StateTracking implements backend.AddressSpace: it reads the runtime's
-// ompd_state, as the library itself does.
-func (as *AddressSpace) StateTracking() bool {
+// StateTracking implements backend.AddressSpace: the runtime's
+// ompd_state, read once when the address space was created, as the library
+// itself does.
+func (as *AddressSpace) StateTracking() bool { return as.tracking }
+
+// readStateTracking reads the runtime's ompd_state.
+func (as *AddressSpace) readStateTracking() bool {
 	addr, err := as.s.cb.SymbolAddr("ompd_state", as.s.hint)
 	if err != nil {
 		return false
