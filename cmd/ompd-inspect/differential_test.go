@@ -188,6 +188,8 @@ func TestDLLBackendErrors(t *testing.T) {
 		"attach", pid, "--backend", "dll")
 	wantError(t, "ompd-inspect: unknown --backend \"gdb\": want native, dll or both", "attach", pid, "--backend", "gdb")
 	wantError(t, "ompd-inspect: --ompd-library goes with --backend dll or both", "attach", pid, "--ompd-library", fixture.LibompdPath())
+	wantError(t, "ompd-inspect: --backend both compares whole views: --thread, --all-frames, --no-continue and --group do not go with it",
+		"attach", pid, "bt", "--backend", "both", "--thread", pid)
 	assertRunning(t, p)
 }
 

@@ -105,6 +105,9 @@ func newRoot(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := checkFlags(view, vf); err != nil {
+				return err
+			}
 			pid, err := strconv.Atoi(args[0])
 			if err != nil || pid <= 0 {
 				return fmt.Errorf("%q is not a process id", args[0])
@@ -127,6 +130,9 @@ func newRoot(stdout io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			view, err := viewArg(args)
 			if err != nil {
+				return err
+			}
+			if err := checkFlags(view, vf); err != nil {
 				return err
 			}
 			c, err := core.Open(args[0], copts)
@@ -196,17 +202,9 @@ var stackViews = map[string]bool{"summary": true, "threads": true, "bt": true}
 // --backend names (with both, the native one first), with backtraces for
 // the views that need them.
 func buildReports(t target.Target, src inspect.Source, view string, vf viewFlags) ([]*inspect.Report, error) {
-	var names []string
-	switch vf.backend {
-	case backend.NameNative, backend.NameDLL:
-		names = []string{vf.backend}
-	case "both":
+	names := []string{vf.backend}
+	if vf.backend == "both" {
 		names = []string{backend.NameNative, backend.NameDLL}
-	default:
-		return nil, fmt.Errorf("unknown --backend %q: want native, dll or both", vf.backend)
-	}
-	if vf.library != "" && vf.backend == backend.NameNative {
-		return nil, errors.New("--ompd-library goes with --backend dll or both")
 	}
 	var reps []*inspect.Report
 	for _, name := range names {
@@ -290,10 +288,30 @@ func groups(bts []inspect.Backtrace) []render.BacktraceGroup {
 	return out
 }
 
-func show(w io.Writer, rep *inspect.Report, view string, vf viewFlags) error {
+// checkFlags refuses flags that do not go with the view or the backend,
+// before the target is touched.
+func checkFlags(view string, vf viewFlags) error {
+	switch vf.backend {
+	case backend.NameNative, backend.NameDLL, "both":
+	default:
+		return fmt.Errorf("unknown --backend %q: want native, dll or both", vf.backend)
+	}
+	if vf.library != "" && vf.backend == backend.NameNative {
+		return errors.New("--ompd-library goes with --backend dll or both")
+	}
 	if view != "bt" && (vf.allFrames || vf.noCont || vf.group) {
 		return errors.New("--all-frames, --no-continue and --group go with the bt view")
 	}
+	if vf.thread != 0 && view != "icvs" && view != "bt" {
+		return errors.New("--thread goes with the icvs and bt views")
+	}
+	if vf.backend == "both" && (vf.thread != 0 || vf.allFrames || vf.noCont || vf.group) {
+		return errors.New("--backend both compares whole views: --thread, --all-frames, --no-continue and --group do not go with it")
+	}
+	return nil
+}
+
+func show(w io.Writer, rep *inspect.Report, view string, vf viewFlags) error {
 	if view == "bt" {
 		bts, err := backtraces(rep, vf)
 		if err != nil {
@@ -314,9 +332,6 @@ func show(w io.Writer, rep *inspect.Report, view string, vf viewFlags) error {
 	rep.Backtraces = nil // only their top user frames are shown
 	icvs := rep.ICVs
 	if vf.thread != 0 {
-		if view != "icvs" {
-			return errors.New("--thread goes with the icvs and bt views")
-		}
 		var ok bool
 		if icvs, ok = rep.ThreadICVs(vf.thread); !ok {
 			return fmt.Errorf("thread %d is not a thread of process %d", vf.thread, rep.Target.PID)

@@ -95,7 +95,7 @@ func Reports(a, b *inspect.Report, v View) Result {
 			vb = None
 		}
 		d := Difference{Path: k, A: va, B: vb}
-		d.Known = known(d, a, b)
+		d.Known = known(d, a)
 		out = append(out, d)
 	}
 	return Result{Compared: len(sorted), Differences: out}
@@ -106,10 +106,11 @@ func Reports(a, b *inspect.Report, v View) Result {
 type ids struct {
 	regions map[string]string
 	tasks   map[string]string
+	renamer *strings.Replacer // built on first use by rename
 }
 
-func canonical(r *inspect.Report, skip map[string]bool) ids {
-	c := ids{regions: map[string]string{}, tasks: map[string]string{}}
+func canonical(r *inspect.Report, skip map[string]bool) *ids {
+	c := &ids{regions: map[string]string{}, tasks: map[string]string{}}
 	regionByID := map[string]*inspect.Region{}
 	for i := range r.Regions {
 		regionByID[r.Regions[i].ID] = &r.Regions[i]
@@ -174,14 +175,14 @@ func canonical(r *inspect.Report, skip map[string]bool) ids {
 	return c
 }
 
-func (c ids) region(id string) string {
+func (c *ids) region(id string) string {
 	if n, ok := c.regions[id]; ok {
 		return n
 	}
 	return "?" + id
 }
 
-func (c ids) task(id string) string {
+func (c *ids) task(id string) string {
 	if n, ok := c.tasks[id]; ok {
 		return n
 	}
@@ -190,30 +191,33 @@ func (c ids) task(id string) string {
 
 // rename replaces the region and task ids in a text with their canonical
 // names, longest ids first so that no id is replaced inside another.
-func (c ids) rename(text string) string {
+func (c *ids) rename(text string) string {
 	if text == "" {
 		return text
 	}
-	var old []string
-	for id := range c.regions {
-		old = append(old, id)
-	}
-	for id := range c.tasks {
-		old = append(old, id)
-	}
-	sort.Slice(old, func(i, j int) bool { return len(old[i]) > len(old[j]) || len(old[i]) == len(old[j]) && old[i] < old[j] })
-	var pairs []string
-	for _, id := range old {
-		n, ok := c.regions[id]
-		if !ok {
-			n = c.tasks[id]
+	if c.renamer == nil {
+		var old []string
+		for id := range c.regions {
+			old = append(old, id)
 		}
-		pairs = append(pairs, id, n)
+		for id := range c.tasks {
+			old = append(old, id)
+		}
+		sort.Slice(old, func(i, j int) bool { return len(old[i]) > len(old[j]) || len(old[i]) == len(old[j]) && old[i] < old[j] })
+		var pairs []string
+		for _, id := range old {
+			n, ok := c.regions[id]
+			if !ok {
+				n = c.tasks[id]
+			}
+			pairs = append(pairs, id, n)
+		}
+		c.renamer = strings.NewReplacer(pairs...)
 	}
-	return strings.NewReplacer(pairs...).Replace(text)
+	return c.renamer.Replace(text)
 }
 
-func (c ids) regionp(p *string) *string {
+func (c *ids) regionp(p *string) *string {
 	if p == nil {
 		return nil
 	}
@@ -221,7 +225,7 @@ func (c ids) regionp(p *string) *string {
 	return &s
 }
 
-func (c ids) taskp(p *string) *string {
+func (c *ids) taskp(p *string) *string {
 	if p == nil {
 		return nil
 	}

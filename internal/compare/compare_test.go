@@ -649,7 +649,7 @@ func TestKnownDirect(t *testing.T) {
 		{Difference{Path: "backtraces[os_tid=3].frames[0].function", A: `"f"`, B: None}, off, ""},
 		{Difference{Path: "icvs[x task T1].function", A: `"f"`, B: None}, off, ""},
 	} {
-		if got := known(tc.d, tc.a, off); got != tc.want {
+		if got := known(tc.d, tc.a); got != tc.want {
 			t.Errorf("known(%+v, tracking %v) = %q, want %q", tc.d, tc.a.Runtime.StateTracking, got, tc.want)
 		}
 	}

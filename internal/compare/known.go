@@ -18,7 +18,7 @@ const (
 
 // known returns the documented defect of the library that explains d, or
 // "" when none does.
-func known(d Difference, a, b *inspect.Report) string {
+func known(d Difference, a *inspect.Report) string {
 	if !a.Runtime.StateTracking && (d.B == None || d.B == `""`) && d.A != None {
 		for _, f := range []string{".function", ".entry_addr"} {
 			if strings.HasSuffix(d.Path, f) && (strings.HasPrefix(d.Path, "regions[") || strings.HasPrefix(d.Path, "tasks[") || strings.HasPrefix(d.Path, "threads[")) {

@@ -13,13 +13,14 @@ package handles
 import (
 	"errors"
 	"fmt"
-	"sort"
 )
 
 // Handle is an OMPD thread, parallel-region or task handle of any backend.
 type Handle[H any] interface {
-	// Compare orders handles (OMPD's ompd_*_handle_compare): 0 means both
-	// name the same runtime object.
+	// Compare is OMPD's ompd_*_handle_compare: 0 means both name the same
+	// runtime object. Only equality is used: LLVM's library computes the
+	// value as a difference of addresses truncated to int, so its sign is
+	// no order.
 	Compare(H) int
 }
 
@@ -30,44 +31,34 @@ type Releaser interface {
 }
 
 // Table interns handles: one per runtime object. The zero Table is empty
-// and ready to use.
+// and ready to use. Lookups scan the table: reports hold hundreds of
+// objects, not millions.
 type Table[H Handle[H]] struct {
-	items  []H
-	sorted []int // indexes into items, in Compare order
-	errs   []error
-}
-
-// search returns the position in sorted where h belongs, and whether an
-// equal handle is there.
-func (t *Table[H]) search(h H) (int, bool) {
-	pos := sort.Search(len(t.sorted), func(i int) bool { return t.items[t.sorted[i]].Compare(h) >= 0 })
-	return pos, pos < len(t.sorted) && t.items[t.sorted[pos]].Compare(h) == 0
+	items []H
+	errs  []error
 }
 
 // Intern returns the index of the runtime object h names and whether h is
 // the first handle of it. A handle that duplicates one already kept is
 // released at once: the caller must go on with At(i), not with h.
 func (t *Table[H]) Intern(h H) (i int, first bool) {
-	pos, found := t.search(h)
-	if found {
+	if i, ok := t.Find(h); ok {
 		t.release(h)
-		return t.sorted[pos], false
+		return i, false
 	}
 	t.items = append(t.items, h)
-	t.sorted = append(t.sorted, 0)
-	copy(t.sorted[pos+1:], t.sorted[pos:])
-	t.sorted[pos] = len(t.items) - 1
 	return len(t.items) - 1, true
 }
 
 // Find returns the index of the object h names, if it was interned. It
 // neither keeps nor releases h.
 func (t *Table[H]) Find(h H) (int, bool) {
-	pos, found := t.search(h)
-	if !found {
-		return 0, false
+	for i, x := range t.items {
+		if x.Compare(h) == 0 {
+			return i, true
+		}
 	}
-	return t.sorted[pos], true
+	return 0, false
 }
 
 // At returns the handle kept at index i.
@@ -83,7 +74,7 @@ func (t *Table[H]) Release() error {
 	for _, h := range t.items {
 		t.release(h)
 	}
-	t.items, t.sorted = nil, nil
+	t.items = nil
 	errs := t.errs
 	t.errs = nil
 	return errors.Join(errs...)

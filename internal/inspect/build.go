@@ -49,6 +49,7 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("initializing OMPD on %s: %w", rt.Name, err)
 	}
 	b := &builder{t: t, cb: cb, nat: nat, rt: rt, unavailable: map[string]bool{}}
+	b.dllLocs, b.dllLocsErr = nat.DLLLocations()
 	switch opts.Backend {
 	case "", backend.NameNative:
 		b.as = backend.Native(nat)
@@ -87,11 +88,10 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 func (b *builder) openDLL(path string) error {
 	paths := []string{path}
 	if path == "" {
-		locs, err := b.nat.DLLLocations()
-		if err != nil {
-			return fmt.Errorf("the dll backend: reading the runtime's ompd_dll_locations: %w", err)
+		if b.dllLocsErr != nil {
+			return fmt.Errorf("the dll backend: reading the runtime's ompd_dll_locations: %w", b.dllLocsErr)
 		}
-		paths = dll.Candidates(locs, b.rt.File)
+		paths = dll.Candidates(b.dllLocs, b.rt.File)
 		if len(paths) == 0 {
 			return fmt.Errorf("the dll backend: the runtime %s names no OMPD library (ompd_dll_locations is empty); give one with --ompd-library, or use the native backend (--backend native), which works without it", b.rt.Name)
 		}
@@ -123,6 +123,10 @@ type builder struct {
 	as  backend.AddressSpace
 	rt  *target.Module
 	r   Report
+
+	// dllLocs is the runtime's ompd_dll_locations, read once.
+	dllLocs    []string
+	dllLocsErr error
 
 	// regions and tasks hold one handle per region and task; their
 	// indexes are those of r.Regions and r.Tasks until normalize.
@@ -203,21 +207,17 @@ func (b *builder) runtime() {
 	r := &b.r.Runtime
 	r.Library = b.rt.Name
 	r.LayoutSource = "ompd-symbols"
-	r.Backend = backend.NameNative
-	if r.OMPDLibrary != nil {
-		r.Backend = backend.NameDLL
-	}
+	r.Backend = b.as.Backend()
 	if v, err := b.as.OMPVersion(); err == nil {
 		r.OpenMPVersion = v
 		r.Version = "LLVM OpenMP runtime, OpenMP " + openMPVersionName(v)
 	} else {
 		b.warn("runtime version: %v", err)
 	}
-	locs, err := b.nat.DLLLocations()
-	if err != nil {
-		b.warn("ompd_dll_locations: %v", err)
+	if b.dllLocsErr != nil {
+		b.warn("ompd_dll_locations: %v", b.dllLocsErr)
 	}
-	r.OMPDDLLLocations = locs
+	r.OMPDDLLLocations = b.dllLocs
 	if _, err := b.cb.typeIndex(); err == nil {
 		r.TypeInfo = "dwarf"
 	} else {
@@ -281,7 +281,7 @@ func (b *builder) threads() {
 		} else {
 			b.warn("thread %d: %v", nt.TID, err)
 		}
-		if b.as.StateTracking() {
+		if b.r.Runtime.StateTracking {
 			if st, wait, err := h.State(); err == nil {
 				th.State = strp(st.String())
 				th.WaitID = &wait
@@ -403,6 +403,7 @@ func (b *builder) addRegionChain(tid int, p backend.Parallel) int {
 		p = up
 	}
 	if depth == MaxNesting {
+		b.regions.ReleaseOne(p) // met, never kept
 		b.warn("thread %d: the chain of enclosing parallel regions is longer than %d: stopped there (a cycle, or memory changing while read)", tid, MaxNesting)
 	}
 	for i := 0; i+1 < len(chain); i++ {
@@ -558,10 +559,12 @@ func (b *builder) newTask(idx int, k backend.Task, status string, tid int) {
 		t.Function, dwarfLoc = b.symbolize(fn)
 	}
 	if p, err := k.Parallel(); err == nil {
-		if lvl, err := p.Level(); err == nil && lvl >= 1 {
-			if i, ok := b.regions.Find(p); ok {
-				t.Region = strp(b.r.Regions[i].ID)
-			} else if l := p.Label(); l != "" {
+		// A region in the table has level >= 1; another one is named by
+		// its label when its level says it is not the initial one.
+		if i, ok := b.regions.Find(p); ok {
+			t.Region = strp(b.r.Regions[i].ID)
+		} else if l := p.Label(); l != "" {
+			if lvl, err := p.Level(); err == nil && lvl >= 1 {
 				t.Region = strp(l)
 			}
 		}
@@ -580,7 +583,7 @@ func (b *builder) newTask(idx int, k backend.Task, status string, tid int) {
 			b.unavailable["backtraces[].frames[].user_function"] = true
 		}
 	}
-	if b.as.StateTracking() {
+	if b.r.Runtime.StateTracking {
 		if exit, enter, err := k.Frame(); err == nil {
 			t.ExitFrame, t.EnterFrame = strp(hexID(exit)), strp(hexID(enter))
 		}
@@ -642,6 +645,7 @@ func (b *builder) blocked() {
 			} else {
 				t.WaitsFor = append(t.WaitsFor, p.Label())
 			}
+			b.tasks.ReleaseOne(p)
 		}
 		t.PendingDependences = intp(bt.Pending)
 	}
@@ -721,6 +725,14 @@ func (r *Report) normalize() {
 	}
 	if r.Threads == nil {
 		r.Threads = []Thread{}
+	}
+	for i := range r.Threads {
+		if r.Threads[i].TaskStack == nil {
+			r.Threads[i].TaskStack = []string{}
+		}
+	}
+	if r.Runtime.Unavailable == nil {
+		r.Runtime.Unavailable = []string{}
 	}
 	if r.Regions == nil {
 		r.Regions = []Region{}

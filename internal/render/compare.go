@@ -3,6 +3,7 @@ package render
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/compare"
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
@@ -21,7 +22,7 @@ func Differences(w io.Writer, a, b *inspect.Report, res compare.Result) {
 	}
 	fmt.Fprintf(w, "Comparing ompd-inspect's native OMPD with %s\n", lib)
 	if len(b.Runtime.Unavailable) > 0 {
-		fmt.Fprintf(w, "Not compared (no OMPD call gives them): %s\n", joinComma(b.Runtime.Unavailable))
+		fmt.Fprintf(w, "Not compared (no OMPD call gives them): %s\n", strings.Join(b.Runtime.Unavailable, ", "))
 	}
 	n := compare.Unexpected(ds)
 	for _, d := range ds {
@@ -35,15 +36,4 @@ func Differences(w io.Writer, a, b *inspect.Report, res compare.Result) {
 	default:
 		fmt.Fprintf(w, "%d differences, %d not known.\n", len(ds), n)
 	}
-}
-
-func joinComma(s []string) string {
-	out := ""
-	for i, x := range s {
-		if i > 0 {
-			out += ", "
-		}
-		out += x
-	}
-	return out
 }

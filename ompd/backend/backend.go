@@ -26,8 +26,7 @@ const (
 // AddressSpace is an OMPD address space handle: one OpenMP process or
 // core file.
 type AddressSpace interface {
-	// Backend names the implementation: "native", or "dll" followed by
-	// the library's path.
+	// Backend names the implementation: NameNative or NameDLL.
 	Backend() string
 	// StateTracking reports whether the runtime records thread states,
 	// task frames and ids (OMP_DEBUG=enabled).
@@ -67,7 +66,8 @@ type AddressSpace interface {
 }
 
 // BlockedTask is a task that waits for dependences, with the tasks it
-// waits for and the runtime's count of unfinished predecessors.
+// waits for and the runtime's count of unfinished predecessors. Task and
+// Predecessors are new handles, which the caller releases.
 type BlockedTask struct {
 	Task         Task
 	Predecessors []Task
@@ -179,11 +179,10 @@ const (
 )
 
 // ErrUnsupported is the error of an operation that the backend does not
-// have; it matches ompd.ErrUnsupported.
+// have.
 var ErrUnsupported = errors.New("not an operation of the OMPD library")
 
-// Unsupported reports whether err says the backend cannot answer at all
-// (as opposed to failing on this target).
-func Unsupported(err error) bool {
-	return errors.Is(err, ErrUnsupported) || errors.Is(err, ompd.ErrUnsupported)
-}
+// Unsupported reports whether err says the backend has no such operation
+// at all (as opposed to failing on this target, which a library's
+// ompd_rc_unsupported may also mean).
+func Unsupported(err error) bool { return errors.Is(err, ErrUnsupported) }

@@ -9,12 +9,6 @@ import (
 // Native wraps the native Go implementation's address space.
 func Native(as *ompd.AddressSpace) AddressSpace { return nativeAS{as} }
 
-// NativeOf returns the native address space behind a, if a is one.
-func NativeOf(a AddressSpace) (*ompd.AddressSpace, bool) {
-	n, ok := a.(nativeAS)
-	return n.as, ok
-}
-
 type nativeAS struct{ as *ompd.AddressSpace }
 
 func (n nativeAS) Backend() string                   { return NameNative }
@@ -33,11 +27,7 @@ func (n nativeAS) CheckThreads() error {
 }
 
 func (n nativeAS) ThreadHandle(kind ompd.ThreadIDKind, id uint64) (Thread, error) {
-	h, err := n.as.ThreadHandle(kind, id)
-	if err != nil {
-		return nil, err
-	}
-	return nativeThread{h}, nil
+	return wrapThread(n.as.ThreadHandle(kind, id))
 }
 
 func (n nativeAS) ICV(handle any, icv ompd.ICV) (ompd.Value, error) {
@@ -98,18 +88,10 @@ func (n nativeThread) ID(kind ompd.ThreadIDKind) (uint64, error) { return n.t.ID
 func (n nativeThread) ThreadNum() (int, error)                   { return n.t.ThreadNum() }
 func (n nativeThread) State() (ompd.State, uint64, error)        { return n.t.State() }
 func (n nativeThread) CurrentParallel() (Parallel, error) {
-	p, err := n.t.CurrentParallel()
-	if err != nil {
-		return nil, err
-	}
-	return nativeParallel{p}, nil
+	return wrapParallel(n.t.CurrentParallel())
 }
 func (n nativeThread) CurrentTask() (Task, error) {
-	k, err := n.t.CurrentTask()
-	if err != nil {
-		return nil, err
-	}
-	return nativeTask{k}, nil
+	return wrapTask(n.t.CurrentTask())
 }
 
 type nativeParallel struct{ p *ompd.Parallel }
@@ -120,29 +102,17 @@ func (n nativeParallel) Compare(o Parallel) int {
 	return n.p.Compare(o.(nativeParallel).p)
 }
 func (n nativeParallel) Enclosing() (Parallel, error) {
-	p, err := n.p.Enclosing()
-	if err != nil {
-		return nil, err
-	}
-	return nativeParallel{p}, nil
+	return wrapParallel(n.p.Enclosing())
 }
 func (n nativeParallel) Level() (int, error)       { return n.p.Level() }
 func (n nativeParallel) ActiveLevel() (int, error) { return n.p.ActiveLevel() }
 func (n nativeParallel) TeamSize() (int, error)    { return n.p.TeamSize() }
 func (n nativeParallel) Serialized() (bool, error) { return n.p.Serialized(), nil }
 func (n nativeParallel) ThreadIn(i int) (Thread, error) {
-	t, err := n.p.ThreadIn(i)
-	if err != nil {
-		return nil, err
-	}
-	return nativeThread{t}, nil
+	return wrapThread(n.p.ThreadIn(i))
 }
 func (n nativeParallel) TaskIn(i int) (Task, error) {
-	k, err := n.p.TaskIn(i)
-	if err != nil {
-		return nil, err
-	}
-	return nativeTask{k}, nil
+	return wrapTask(n.p.TaskIn(i))
 }
 func (n nativeParallel) Function() (ompd.Address, error)  { return n.p.Function() }
 func (n nativeParallel) Location() (ompd.Location, error) { return n.p.Location() }
@@ -157,11 +127,7 @@ func (n nativeTask) Compare(o Task) int {
 func (n nativeTask) Generating() (Task, error) { return wrapTask(n.k.Generating()) }
 func (n nativeTask) Scheduling() (Task, error) { return wrapTask(n.k.Scheduling()) }
 func (n nativeTask) Parallel() (Parallel, error) {
-	p, err := n.k.Parallel()
-	if err != nil {
-		return nil, err
-	}
-	return nativeParallel{p}, nil
+	return wrapParallel(n.k.Parallel())
 }
 func (n nativeTask) Flags() (ompd.Flags, FlagSet, error) {
 	f, err := n.k.Flags()
@@ -172,6 +138,21 @@ func (n nativeTask) Frame() (exit, enter ompd.Address, err error) {
 	return n.k.Frame()
 }
 func (n nativeTask) Location() (ompd.Location, error) { return n.k.Location() }
+
+// wrapThread, wrapParallel and wrapTask wrap a native call's handle.
+func wrapThread(t *ompd.Thread, err error) (Thread, error) {
+	if err != nil {
+		return nil, err
+	}
+	return nativeThread{t}, nil
+}
+
+func wrapParallel(p *ompd.Parallel, err error) (Parallel, error) {
+	if err != nil {
+		return nil, err
+	}
+	return nativeParallel{p}, nil
+}
 
 func wrapTask(k *ompd.Task, err error) (Task, error) {
 	if err != nil {

@@ -10,7 +10,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"runtime/cgo"
 	"unsafe"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
@@ -19,17 +18,9 @@ import (
 // maxRead bounds one memory read the library asks for.
 const maxRead = 1 << 28
 
-// sessionOf returns the live session behind a context's handle, or nil.
-func sessionOf(h C.uintptr_t) *session {
-	if h == 0 {
-		return nil
-	}
-	s, ok := cgo.Handle(h).Value().(*session)
-	if !ok || s.closed.Load() {
-		return nil
-	}
-	return s
-}
+// sessionOf returns the open session a context names, or nil when it
+// is stale.
+func sessionOf(id C.uintptr_t) *session { return registry.session(uintptr(id)) }
 
 // rcOf maps a callback's error to a return code, and remembers it so that
 // the failing OMPD call can say what went wrong underneath.

@@ -12,7 +12,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"runtime/cgo"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,24 +28,38 @@ const BuiltIn = true
 // maxMessages bounds the library's printed messages that are kept.
 const maxMessages = 256
 
-// registry holds the libraries this process has loaded. dlopen and each
-// library's ompd_initialize are process-wide, so this is too: one entry per
-// path, initialized once, never unloaded.
-var registry = &libraries{libs: map[string]*library{}}
+// registry holds the libraries this process has loaded and the sessions
+// open on them. dlopen and each library's ompd_initialize are process-wide,
+// so this is too: one entry per path, initialized once, never unloaded.
+var registry = &libraries{libs: map[string]*library{}, sessions: map[uintptr]*session{}}
 
 // libraries is the type of registry.
 type libraries struct {
-	mu       sync.Mutex
+	mu       sync.Mutex // libs, sessions and nextID
 	libs     map[string]*library
+	sessions map[uintptr]*session // by the id their C contexts carry
+	nextID   uintptr
+
+	// msgMu guards messages on its own: a library may print while
+	// mu is held around its ompd_initialize.
+	msgMu    sync.Mutex
 	messages []string
 }
 
 func (r *libraries) print(s string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	r.msgMu.Lock()
+	defer r.msgMu.Unlock()
 	if len(r.messages) < maxMessages {
 		r.messages = append(r.messages, strings.TrimRight(s, "\n"))
 	}
+}
+
+// session returns the open session with the given id, or nil: a context of
+// a closed session is stale.
+func (r *libraries) session(id uintptr) *session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sessions[id]
 }
 
 // library is one loaded, initialized OMPD library.
@@ -54,7 +67,6 @@ type library struct {
 	path    string
 	lib     *C.oi_lib // C memory: the entry points
 	version string    // ompd_get_version_string
-	api     int64     // ompd_get_api_version
 
 	// session serializes the library's address spaces: LLVM's library
 	// keeps per-process facts (ompd_state, type sizes) in globals, so one
@@ -85,7 +97,6 @@ func load(path string) (*library, error) {
 		C.free(unsafe.Pointer(lib))
 		return nil, fmt.Errorf("loading OMPD library %s: ompd_get_api_version: %v", path, ompd.RC(rc))
 	}
-	l.api = int64(v)
 	var vs *C.char
 	if C.oi_get_version_string(lib, &vs) == C.OI_RC_OK && vs != nil {
 		l.version = C.GoString(vs)
@@ -101,13 +112,12 @@ func load(path string) (*library, error) {
 
 // session is the Go side of one address space context.
 type session struct {
-	lib    *library
-	cb     Callbacks
-	hint   string
-	handle cgo.Handle
-	ctx    *C.ompd_address_space_context_t
-	closed atomic.Bool
-	live   atomic.Int64 // thread, parallel and task handles not yet released
+	lib  *library
+	cb   Callbacks
+	hint string
+	id   uintptr // the key in registry.sessions, carried by its C contexts
+	ctx  *C.ompd_address_space_context_t
+	live atomic.Int64 // thread, parallel and task handles not yet released
 
 	mu       sync.Mutex
 	lastErr  error
@@ -157,7 +167,7 @@ func (s *session) newThreadContext(kind ompd.ThreadIDKind, id uint64) (*C.ompd_t
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.threads = append(s.threads, ctx)
-	p := C.oi_new_thread_context(C.uintptr_t(s.handle), C.uintptr_t(len(s.threads)))
+	p := C.oi_new_thread_context(C.uintptr_t(s.id), C.uintptr_t(len(s.threads)))
 	if p == nil {
 		s.threads = s.threads[:len(s.threads)-1]
 		return nil, &ompd.Error{Op: "get_thread_context_for_thread_id", RC: ompd.RCNoMem}
@@ -173,16 +183,29 @@ func (s *session) fail(op string, rc C.ompd_rc_t) error {
 	return &ompd.Error{Op: op, RC: ompd.RC(rc), Err: s.takeErr()}
 }
 
-// noTask is fail for the calls that follow a pointer to another task or
-// region. LLVM's library answers ompd_rc_unsupported when that pointer is
-// NULL (there is no such task), where OMPD's code for "no such object" is
+// call makes one call into the library and turns its return code into an
+// error naming op and, when a callback failed during this call, why. A
+// callback error from an earlier call that the library tolerated is not
+// blamed.
+func (s *session) call(op string, f func() C.ompd_rc_t) error {
+	s.takeErr()
+	if rc := f(); rc != C.OI_RC_OK {
+		return s.fail(op, rc)
+	}
+	return nil
+}
+
+// callOrNone is call for the calls that follow a pointer to another task.
+// LLVM's library answers ompd_rc_unsupported when that pointer is NULL
+// (there is no such task), where OMPD's code for "no such object" is
 // ompd_rc_unavailable; the answer is reported as the latter, with the
 // library's own code kept in the message.
-func (s *session) noTask(op string, rc C.ompd_rc_t) error {
-	if rc == C.OI_RC_UNSUPPORTED {
-		return &ompd.Error{Op: op, RC: ompd.RCUnavailable, Err: fmt.Errorf("the library answered %v", ompd.RC(rc))}
+func (s *session) callOrNone(op string, f func() C.ompd_rc_t) error {
+	err := s.call(op, f)
+	if ompd.RCOf(err) == ompd.RCUnsupported {
+		return &ompd.Error{Op: op, RC: ompd.RCUnavailable, Err: fmt.Errorf("the library answered %v", ompd.RCUnsupported)}
 	}
-	return s.fail(op, rc)
+	return err
 }
 
 // Open loads the OMPD library at path (once per process) and creates an
@@ -197,11 +220,15 @@ func Open(path string, cb Callbacks, runtimeHint string) (backend.AddressSpace, 
 	}
 	l.session.Lock()
 	s := &session{lib: l, cb: cb, hint: runtimeHint, byID: map[[2]uint64]int{}}
-	s.handle = cgo.NewHandle(s)
 	registry.mu.Lock()
-	s.messages = len(registry.messages)
+	registry.nextID++
+	s.id = registry.nextID
+	registry.sessions[s.id] = s
 	registry.mu.Unlock()
-	s.ctx = C.oi_new_as_context(C.uintptr_t(s.handle))
+	registry.msgMu.Lock()
+	s.messages = len(registry.messages)
+	registry.msgMu.Unlock()
+	s.ctx = C.oi_new_as_context(C.uintptr_t(s.id))
 	if s.ctx == nil {
 		s.close()
 		return nil, fmt.Errorf("OMPD library %s: out of memory", path)
@@ -225,7 +252,11 @@ func Open(path string, cb Callbacks, runtimeHint string) (backend.AddressSpace, 
 // for the next one. The address space context itself is not freed, since a
 // library may keep caches keyed by its address.
 func (s *session) close() {
-	if s.closed.Swap(true) {
+	registry.mu.Lock()
+	_, open := registry.sessions[s.id]
+	delete(registry.sessions, s.id)
+	registry.mu.Unlock()
+	if !open {
 		return
 	}
 	s.mu.Lock()
@@ -234,7 +265,6 @@ func (s *session) close() {
 	}
 	s.tctx, s.threads = nil, nil
 	s.mu.Unlock()
-	s.handle.Delete()
 	s.lib.session.Unlock()
 }
 
@@ -254,13 +284,13 @@ func (as *AddressSpace) Library() (path, version string) { return as.s.lib.path,
 // Messages returns what the library printed (print_string) during this
 // session.
 func (as *AddressSpace) Messages() []string {
-	registry.mu.Lock()
-	defer registry.mu.Unlock()
+	registry.msgMu.Lock()
+	defer registry.msgMu.Unlock()
 	return append([]string(nil), registry.messages[min(as.s.messages, len(registry.messages)):]...)
 }
 
 // Backend implements backend.AddressSpace.
-func (as *AddressSpace) Backend() string { return backend.NameDLL + " " + as.s.lib.path }
+func (as *AddressSpace) Backend() string { return backend.NameDLL }
 
 // StateTracking implements backend.AddressSpace: the runtime's
 // ompd_state, read once when the address space was created, as the library
@@ -283,8 +313,8 @@ func (as *AddressSpace) readStateTracking() bool {
 // OMPVersion implements backend.AddressSpace.
 func (as *AddressSpace) OMPVersion() (int, error) {
 	var v C.ompd_word_t
-	if rc := C.oi_get_omp_version(as.s.lib.lib, as.h, &v); rc != C.OI_RC_OK {
-		return 0, as.s.fail("ompd_get_omp_version", rc)
+	if err := as.s.call("ompd_get_omp_version", func() C.ompd_rc_t { return C.oi_get_omp_version(as.s.lib.lib, as.h, &v) }); err != nil {
+		return 0, err
 	}
 	return int(v), nil
 }
@@ -293,8 +323,8 @@ func (as *AddressSpace) OMPVersion() (int, error) {
 // allocates the string with alloc_memory; it is released here.
 func (as *AddressSpace) OMPVersionString() (string, error) {
 	var p *C.char
-	if rc := C.oi_get_omp_version_string(as.s.lib.lib, as.h, &p); rc != C.OI_RC_OK {
-		return "", as.s.fail("ompd_get_omp_version_string", rc)
+	if err := as.s.call("ompd_get_omp_version_string", func() C.ompd_rc_t { return C.oi_get_omp_version_string(as.s.lib.lib, as.h, &p) }); err != nil {
+		return "", err
 	}
 	if p == nil {
 		return "", nil
@@ -311,8 +341,10 @@ func (as *AddressSpace) CheckThreads() error { return nil }
 func (as *AddressSpace) ThreadHandle(kind ompd.ThreadIDKind, id uint64) (backend.Thread, error) {
 	var th *C.ompd_thread_handle_t
 	cid := C.uint64_t(id)
-	if rc := C.oi_get_thread_handle(as.s.lib.lib, as.h, C.ompd_thread_id_t(kind), 8, unsafe.Pointer(&cid), &th); rc != C.OI_RC_OK {
-		return nil, as.s.fail("ompd_get_thread_handle", rc)
+	if err := as.s.call("ompd_get_thread_handle", func() C.ompd_rc_t {
+		return C.oi_get_thread_handle(as.s.lib.lib, as.h, C.ompd_thread_id_t(kind), 8, unsafe.Pointer(&cid), &th)
+	}); err != nil {
+		return nil, err
 	}
 	return as.thread(th), nil
 }
@@ -325,9 +357,10 @@ func (as *AddressSpace) enumerateICVs() error {
 		var name *C.char
 		var scope C.ompd_scope_t
 		var more C.int
-		rc := C.oi_enumerate_icvs(as.s.lib.lib, as.h, cur, &next, &name, &scope, &more)
-		if rc != C.OI_RC_OK {
-			return as.s.fail("ompd_enumerate_icvs", rc)
+		if err := as.s.call("ompd_enumerate_icvs", func() C.ompd_rc_t {
+			return C.oi_enumerate_icvs(as.s.lib.lib, as.h, cur, &next, &name, &scope, &more)
+		}); err != nil {
+			return err
 		}
 		icv := ompd.ICV{ID: ompd.ICVID(next), Name: C.GoString(name), Scope: ompd.Scope(scope)}
 		as.icvs = append(as.icvs, icv)
@@ -362,6 +395,7 @@ func (as *AddressSpace) ICV(handle any, icv ompd.ICV) (ompd.Value, error) {
 	}
 	lib := as.s.lib.lib
 	var v C.ompd_word_t
+	as.s.takeErr()
 	rc := C.oi_get_icv_from_scope(lib, p, C.ompd_scope_t(icv.Scope), C.ompd_icv_id_t(icv.ID), &v)
 	if rc == C.OI_RC_OK {
 		return ompd.Value{Num: int64(v)}, nil
@@ -372,10 +406,11 @@ func (as *AddressSpace) ICV(handle any, icv ompd.ICV) (ompd.Value, error) {
 	if rc != C.OI_RC_INCOMPATIBLE && rc != C.OI_RC_INCOMPLETE {
 		return ompd.Value{}, as.s.fail("ompd_get_icv_from_scope", rc)
 	}
-	as.s.takeErr()
 	var str *C.char
-	if rc := C.oi_get_icv_string_from_scope(lib, p, C.ompd_scope_t(icv.Scope), C.ompd_icv_id_t(icv.ID), &str); rc != C.OI_RC_OK {
-		return ompd.Value{}, as.s.fail("ompd_get_icv_string_from_scope", rc)
+	if err := as.s.call("ompd_get_icv_string_from_scope", func() C.ompd_rc_t {
+		return C.oi_get_icv_string_from_scope(lib, p, C.ompd_scope_t(icv.Scope), C.ompd_icv_id_t(icv.ID), &str)
+	}); err != nil {
+		return ompd.Value{}, err
 	}
 	if str == nil {
 		return ompd.Value{IsString: true}, nil
@@ -411,8 +446,10 @@ func (as *AddressSpace) icvNum(handle any, name string) (int64, error) {
 func (as *AddressSpace) DisplayControlVars() ([]string, error) {
 	var vars **C.char
 	lib := as.s.lib.lib
-	if rc := C.oi_get_display_control_vars(lib, as.h, (***C.char)(unsafe.Pointer(&vars))); rc != C.OI_RC_OK {
-		return nil, as.s.fail("ompd_get_display_control_vars", rc)
+	if err := as.s.call("ompd_get_display_control_vars", func() C.ompd_rc_t {
+		return C.oi_get_display_control_vars(lib, as.h, (***C.char)(unsafe.Pointer(&vars)))
+	}); err != nil {
+		return nil, err
 	}
 	if vars == nil {
 		return nil, nil
@@ -424,8 +461,8 @@ func (as *AddressSpace) DisplayControlVars() ([]string, error) {
 		}
 		out = append(out, C.GoString(p))
 	}
-	if rc := C.oi_rel_display_control_vars(lib, (***C.char)(unsafe.Pointer(&vars))); rc != C.OI_RC_OK {
-		return out, as.s.fail("ompd_rel_display_control_vars", rc)
+	if err := as.s.call("ompd_rel_display_control_vars", func() C.ompd_rc_t { return C.oi_rel_display_control_vars(lib, (***C.char)(unsafe.Pointer(&vars))) }); err != nil {
+		return out, err
 	}
 	return out, nil
 }
@@ -454,9 +491,9 @@ func (as *AddressSpace) Release() error {
 		err = fmt.Errorf("ompd_rel_address_space_handle: %d thread, parallel or task handles were not released", n)
 	}
 	if as.h != nil {
-		if rc := C.oi_rel_address_space_handle(as.s.lib.lib, as.h); rc != C.OI_RC_OK {
-			err = as.s.fail("ompd_rel_address_space_handle", rc)
-		}
+		err = errors.Join(err, as.s.call("ompd_rel_address_space_handle", func() C.ompd_rc_t {
+			return C.oi_rel_address_space_handle(as.s.lib.lib, as.h)
+		}))
 	}
 	as.s.close()
 	return err
@@ -476,10 +513,7 @@ func (h *handle) release(op string, rel func() C.ompd_rc_t) error {
 	}
 	h.released = true
 	h.as.s.live.Add(-1)
-	if rc := rel(); rc != C.OI_RC_OK {
-		return h.as.s.fail(op, rc)
-	}
-	return nil
+	return h.as.s.call(op, rel)
 }
 
 // Thread is a thread handle of a loaded OMPD library.
@@ -502,19 +536,9 @@ func (t *Thread) Release() error {
 func (t *Thread) Compare(o backend.Thread) int {
 	var c C.int
 	if rc := C.oi_thread_handle_compare(t.as.s.lib.lib, t.h, o.(*Thread).h, &c); rc != C.OI_RC_OK {
-		return cmpPtr(unsafe.Pointer(t.h), unsafe.Pointer(o.(*Thread).h))
+		return 1 // not known to be the same object
 	}
 	return int(c)
-}
-
-func cmpPtr(a, b unsafe.Pointer) int {
-	switch {
-	case uintptr(a) < uintptr(b):
-		return -1
-	case uintptr(a) > uintptr(b):
-		return 1
-	}
-	return 0
 }
 
 // GTID implements backend.Thread: no OMPD call gives it.
@@ -525,8 +549,10 @@ func (t *Thread) GTID() (int, error) {
 // ID implements backend.Thread.
 func (t *Thread) ID(kind ompd.ThreadIDKind) (uint64, error) {
 	var v C.uint64_t
-	if rc := C.oi_get_thread_id(t.as.s.lib.lib, t.h, C.ompd_thread_id_t(kind), 8, unsafe.Pointer(&v)); rc != C.OI_RC_OK {
-		return 0, t.as.s.fail("ompd_get_thread_id", rc)
+	if err := t.as.s.call("ompd_get_thread_id", func() C.ompd_rc_t {
+		return C.oi_get_thread_id(t.as.s.lib.lib, t.h, C.ompd_thread_id_t(kind), 8, unsafe.Pointer(&v))
+	}); err != nil {
+		return 0, err
 	}
 	return uint64(v), nil
 }
@@ -541,8 +567,8 @@ func (t *Thread) ThreadNum() (int, error) {
 func (t *Thread) State() (ompd.State, uint64, error) {
 	var st C.ompd_word_t
 	var wait C.ompd_wait_id_t
-	if rc := C.oi_get_state(t.as.s.lib.lib, t.h, &st, &wait); rc != C.OI_RC_OK {
-		return 0, 0, t.as.s.fail("ompd_get_state", rc)
+	if err := t.as.s.call("ompd_get_state", func() C.ompd_rc_t { return C.oi_get_state(t.as.s.lib.lib, t.h, &st, &wait) }); err != nil {
+		return 0, 0, err
 	}
 	return ompd.State(st), uint64(wait), nil
 }
@@ -550,8 +576,8 @@ func (t *Thread) State() (ompd.State, uint64, error) {
 // CurrentParallel implements backend.Thread.
 func (t *Thread) CurrentParallel() (backend.Parallel, error) {
 	var p *C.ompd_parallel_handle_t
-	if rc := C.oi_get_curr_parallel_handle(t.as.s.lib.lib, t.h, &p); rc != C.OI_RC_OK {
-		return nil, t.as.s.fail("ompd_get_curr_parallel_handle", rc)
+	if err := t.as.s.call("ompd_get_curr_parallel_handle", func() C.ompd_rc_t { return C.oi_get_curr_parallel_handle(t.as.s.lib.lib, t.h, &p) }); err != nil {
+		return nil, err
 	}
 	return t.as.parallel(p), nil
 }
@@ -559,8 +585,8 @@ func (t *Thread) CurrentParallel() (backend.Parallel, error) {
 // CurrentTask implements backend.Thread.
 func (t *Thread) CurrentTask() (backend.Task, error) {
 	var k *C.ompd_task_handle_t
-	if rc := C.oi_get_curr_task_handle(t.as.s.lib.lib, t.h, &k); rc != C.OI_RC_OK {
-		return nil, t.as.s.fail("ompd_get_curr_task_handle", rc)
+	if err := t.as.s.call("ompd_get_curr_task_handle", func() C.ompd_rc_t { return C.oi_get_curr_task_handle(t.as.s.lib.lib, t.h, &k) }); err != nil {
+		return nil, err
 	}
 	return t.as.task(k), nil
 }
@@ -585,7 +611,7 @@ func (p *Parallel) Release() error {
 func (p *Parallel) Compare(o backend.Parallel) int {
 	var c C.int
 	if rc := C.oi_parallel_handle_compare(p.as.s.lib.lib, p.h, o.(*Parallel).h, &c); rc != C.OI_RC_OK {
-		return cmpPtr(unsafe.Pointer(p.h), unsafe.Pointer(o.(*Parallel).h))
+		return 1 // not known to be the same object
 	}
 	return int(c)
 }
@@ -593,8 +619,8 @@ func (p *Parallel) Compare(o backend.Parallel) int {
 // Enclosing implements backend.Parallel.
 func (p *Parallel) Enclosing() (backend.Parallel, error) {
 	var e *C.ompd_parallel_handle_t
-	if rc := C.oi_get_enclosing_parallel_handle(p.as.s.lib.lib, p.h, &e); rc != C.OI_RC_OK {
-		return nil, p.as.s.fail("ompd_get_enclosing_parallel_handle", rc)
+	if err := p.as.s.call("ompd_get_enclosing_parallel_handle", func() C.ompd_rc_t { return C.oi_get_enclosing_parallel_handle(p.as.s.lib.lib, p.h, &e) }); err != nil {
+		return nil, err
 	}
 	return p.as.parallel(e), nil
 }
@@ -625,8 +651,8 @@ func (p *Parallel) Serialized() (bool, error) {
 // ThreadIn implements backend.Parallel.
 func (p *Parallel) ThreadIn(n int) (backend.Thread, error) {
 	var t *C.ompd_thread_handle_t
-	if rc := C.oi_get_thread_in_parallel(p.as.s.lib.lib, p.h, C.int(n), &t); rc != C.OI_RC_OK {
-		return nil, p.as.s.fail("ompd_get_thread_in_parallel", rc)
+	if err := p.as.s.call("ompd_get_thread_in_parallel", func() C.ompd_rc_t { return C.oi_get_thread_in_parallel(p.as.s.lib.lib, p.h, C.int(n), &t) }); err != nil {
+		return nil, err
 	}
 	return p.as.thread(t), nil
 }
@@ -634,8 +660,8 @@ func (p *Parallel) ThreadIn(n int) (backend.Thread, error) {
 // TaskIn implements backend.Parallel.
 func (p *Parallel) TaskIn(n int) (backend.Task, error) {
 	var k *C.ompd_task_handle_t
-	if rc := C.oi_get_task_in_parallel(p.as.s.lib.lib, p.h, C.int(n), &k); rc != C.OI_RC_OK {
-		return nil, p.as.s.fail("ompd_get_task_in_parallel", rc)
+	if err := p.as.s.call("ompd_get_task_in_parallel", func() C.ompd_rc_t { return C.oi_get_task_in_parallel(p.as.s.lib.lib, p.h, C.int(n), &k) }); err != nil {
+		return nil, err
 	}
 	return p.as.task(k), nil
 }
@@ -676,7 +702,7 @@ func (k *Task) Release() error {
 func (k *Task) Compare(o backend.Task) int {
 	var c C.int
 	if rc := C.oi_task_handle_compare(k.as.s.lib.lib, k.h, o.(*Task).h, &c); rc != C.OI_RC_OK {
-		return cmpPtr(unsafe.Pointer(k.h), unsafe.Pointer(o.(*Task).h))
+		return 1 // not known to be the same object
 	}
 	return int(c)
 }
@@ -684,8 +710,8 @@ func (k *Task) Compare(o backend.Task) int {
 // Generating implements backend.Task.
 func (k *Task) Generating() (backend.Task, error) {
 	var g *C.ompd_task_handle_t
-	if rc := C.oi_get_generating_task_handle(k.as.s.lib.lib, k.h, &g); rc != C.OI_RC_OK {
-		return nil, k.as.s.noTask("ompd_get_generating_task_handle", rc)
+	if err := k.as.s.callOrNone("ompd_get_generating_task_handle", func() C.ompd_rc_t { return C.oi_get_generating_task_handle(k.as.s.lib.lib, k.h, &g) }); err != nil {
+		return nil, err
 	}
 	return k.as.task(g), nil
 }
@@ -693,8 +719,8 @@ func (k *Task) Generating() (backend.Task, error) {
 // Scheduling implements backend.Task.
 func (k *Task) Scheduling() (backend.Task, error) {
 	var s *C.ompd_task_handle_t
-	if rc := C.oi_get_scheduling_task_handle(k.as.s.lib.lib, k.h, &s); rc != C.OI_RC_OK {
-		return nil, k.as.s.noTask("ompd_get_scheduling_task_handle", rc)
+	if err := k.as.s.callOrNone("ompd_get_scheduling_task_handle", func() C.ompd_rc_t { return C.oi_get_scheduling_task_handle(k.as.s.lib.lib, k.h, &s) }); err != nil {
+		return nil, err
 	}
 	return k.as.task(s), nil
 }
@@ -702,8 +728,8 @@ func (k *Task) Scheduling() (backend.Task, error) {
 // Parallel implements backend.Task.
 func (k *Task) Parallel() (backend.Parallel, error) {
 	var p *C.ompd_parallel_handle_t
-	if rc := C.oi_get_task_parallel_handle(k.as.s.lib.lib, k.h, &p); rc != C.OI_RC_OK {
-		return nil, k.as.s.fail("ompd_get_task_parallel_handle", rc)
+	if err := k.as.s.call("ompd_get_task_parallel_handle", func() C.ompd_rc_t { return C.oi_get_task_parallel_handle(k.as.s.lib.lib, k.h, &p) }); err != nil {
+		return nil, err
 	}
 	return k.as.parallel(p), nil
 }
@@ -728,8 +754,8 @@ func (k *Task) Flags() (ompd.Flags, backend.FlagSet, error) {
 // Function implements backend.Task.
 func (k *Task) Function() (ompd.Address, error) {
 	var a C.ompd_address_t
-	if rc := C.oi_get_task_function(k.as.s.lib.lib, k.h, &a); rc != C.OI_RC_OK {
-		return 0, k.as.s.fail("ompd_get_task_function", rc)
+	if err := k.as.s.call("ompd_get_task_function", func() C.ompd_rc_t { return C.oi_get_task_function(k.as.s.lib.lib, k.h, &a) }); err != nil {
+		return 0, err
 	}
 	return ompd.Address(a.address), nil
 }
@@ -737,8 +763,8 @@ func (k *Task) Function() (ompd.Address, error) {
 // Frame implements backend.Task.
 func (k *Task) Frame() (exit, enter ompd.Address, err error) {
 	var x, e C.ompd_frame_info_t
-	if rc := C.oi_get_task_frame(k.as.s.lib.lib, k.h, &x, &e); rc != C.OI_RC_OK {
-		return 0, 0, k.as.s.fail("ompd_get_task_frame", rc)
+	if err := k.as.s.call("ompd_get_task_frame", func() C.ompd_rc_t { return C.oi_get_task_frame(k.as.s.lib.lib, k.h, &x, &e) }); err != nil {
+		return 0, 0, err
 	}
 	return ompd.Address(x.frame_address.address), ompd.Address(e.frame_address.address), nil
 }
