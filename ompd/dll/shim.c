@@ -106,16 +106,15 @@ int oi_load(const char *path, oi_lib *lib, char *err, size_t errlen) {
     snprintf(err, errlen, "%s", e ? e : "dlopen failed");
     return -1;
   }
-  int i = 0;
-#define OI_SYM(name, params, args)                                             \
+#define OI_SYM(req, name, params, args)                                        \
   lib->name = (ompd_rc_t(*) params)dlsym(lib->dl, "ompd_" #name);              \
-  if (!lib->name && i < OI_REQUIRED) {                                         \
+  if (!lib->name && req) {                                                     \
     snprintf(err, errlen, "%s defines no ompd_" #name, path);                  \
     dlclose(lib->dl);                                                          \
     lib->dl = NULL;                                                            \
     return -1;                                                                 \
-  }                                                                            \
-  i++;
+  }
+  OI_INIT_POINT(OI_SYM)
   OI_ENTRY_POINTS(OI_SYM)
 #undef OI_SYM
   return 0;
@@ -151,43 +150,9 @@ ompd_rc_t oi_initialize(const oi_lib *l, ompd_word_t v) {
   return l->initialize(v, &oi_callbacks);
 }
 
-ompd_rc_t oi_finalize(const oi_lib *l) {
-  return l->finalize ? l->finalize() : OI_RC_UNSUPPORTED;
-}
-
-#define OI_CALL(name, params, args)                                            \
+#define OI_CALL(req, name, params, args)                                       \
   ompd_rc_t oi_##name(const oi_lib *l, OI_PARAMS params) {                     \
     return l->name ? l->name args : OI_RC_UNSUPPORTED;                         \
   }
-#define OI_PARAMS(...) __VA_ARGS__
-OI_CALL(get_api_version, (ompd_word_t *v), (v))
-OI_CALL(get_version_string, (const char **s), (s))
-OI_CALL(process_initialize, (ompd_address_space_context_t *c, ompd_address_space_handle_t **h), (c, h))
-OI_CALL(rel_address_space_handle, (ompd_address_space_handle_t *h), (h))
-OI_CALL(get_thread_handle, (ompd_address_space_handle_t *h, ompd_thread_id_t k, ompd_size_t n, const void *id, ompd_thread_handle_t **t), (h, k, n, id, t))
-OI_CALL(rel_thread_handle, (ompd_thread_handle_t *t), (t))
-OI_CALL(thread_handle_compare, (ompd_thread_handle_t *a, ompd_thread_handle_t *b, int *c), (a, b, c))
-OI_CALL(get_thread_id, (ompd_thread_handle_t *t, ompd_thread_id_t k, ompd_size_t n, void *id), (t, k, n, id))
-OI_CALL(get_curr_parallel_handle, (ompd_thread_handle_t *t, ompd_parallel_handle_t **p), (t, p))
-OI_CALL(get_enclosing_parallel_handle, (ompd_parallel_handle_t *p, ompd_parallel_handle_t **e), (p, e))
-OI_CALL(get_task_parallel_handle, (ompd_task_handle_t *k, ompd_parallel_handle_t **p), (k, p))
-OI_CALL(rel_parallel_handle, (ompd_parallel_handle_t *p), (p))
-OI_CALL(parallel_handle_compare, (ompd_parallel_handle_t *a, ompd_parallel_handle_t *b, int *c), (a, b, c))
-OI_CALL(get_thread_in_parallel, (ompd_parallel_handle_t *p, int n, ompd_thread_handle_t **t), (p, n, t))
-OI_CALL(get_curr_task_handle, (ompd_thread_handle_t *t, ompd_task_handle_t **k), (t, k))
-OI_CALL(get_generating_task_handle, (ompd_task_handle_t *k, ompd_task_handle_t **g), (k, g))
-OI_CALL(get_scheduling_task_handle, (ompd_task_handle_t *k, ompd_task_handle_t **s), (k, s))
-OI_CALL(get_task_in_parallel, (ompd_parallel_handle_t *p, int n, ompd_task_handle_t **k), (p, n, k))
-OI_CALL(rel_task_handle, (ompd_task_handle_t *k), (k))
-OI_CALL(task_handle_compare, (ompd_task_handle_t *a, ompd_task_handle_t *b, int *c), (a, b, c))
-OI_CALL(get_task_function, (ompd_task_handle_t *k, ompd_address_t *f), (k, f))
-OI_CALL(get_task_frame, (ompd_task_handle_t *k, ompd_frame_info_t *x, ompd_frame_info_t *e), (k, x, e))
-OI_CALL(get_state, (ompd_thread_handle_t *t, ompd_word_t *s, ompd_wait_id_t *w), (t, s, w))
-OI_CALL(enumerate_icvs, (ompd_address_space_handle_t *h, ompd_icv_id_t cur, ompd_icv_id_t *next, const char **name, ompd_scope_t *scope, int *more), (h, cur, next, name, scope, more))
-OI_CALL(get_icv_from_scope, (void *h, ompd_scope_t s, ompd_icv_id_t id, ompd_word_t *v), (h, s, id, v))
-OI_CALL(get_omp_version, (ompd_address_space_handle_t *h, ompd_word_t *v), (h, v))
-OI_CALL(get_omp_version_string, (ompd_address_space_handle_t *h, const char **s), (h, s))
-OI_CALL(get_icv_string_from_scope, (void *h, ompd_scope_t s, ompd_icv_id_t id, const char **v), (h, s, id, v))
-OI_CALL(get_display_control_vars, (ompd_address_space_handle_t *h, const char *const **v), (h, v))
-OI_CALL(rel_display_control_vars, (const char *const **v), (v))
-OI_CALL(enumerate_states, (ompd_address_space_handle_t *h, ompd_word_t cur, ompd_word_t *next, const char **name, ompd_word_t *more), (h, cur, next, name, more))
+OI_ENTRY_POINTS(OI_CALL)
+#undef OI_CALL
