@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,22 +27,7 @@ type btReport struct {
 // JSON, the READY values and the target arguments (to run more views).
 func btOf(t *testing.T, name string, src source, env []string, flags ...string) (*btReport, fixture.Ready, []string) {
 	t.Helper()
-	opts := fixture.StartOptions{Env: env}
-	var args []string
-	var ready fixture.Ready
-	switch src {
-	case kernel:
-		path, r := fixture.KernelCore(t, name, opts)
-		args, ready = []string{"core", path}, r
-	case gcore:
-		p := fixture.Start(t, name, opts)
-		args, ready = []string{"core", p.Gcore(t)}, p.Ready
-		assertRunning(t, p)
-	default:
-		p := fixture.Start(t, name, opts)
-		args, ready = []string{"attach", strconv.Itoa(p.PID)}, p.Ready
-		t.Cleanup(func() { assertRunning(t, p) })
-	}
+	args, ready := targetArgs(t, name, src, env)
 	return runBT(t, args, flags...), ready, args
 }
 
@@ -223,7 +209,7 @@ func TestBacktraceNested(t *testing.T) {
 					hops = append(hops, s)
 				}
 			}
-			num := indexInt(spinning, tid)
+			num := slices.Index(spinning, tid)
 			wantMarkers := []string{
 				fmt.Sprintf("parallel %s team 4 thread %d", l("inner"), num),
 				fmt.Sprintf("parallel %s team 3 thread %d", l("middle"), ready.Int(t, "innermost_encounter_num")),
@@ -283,15 +269,6 @@ func TestBacktraceNested(t *testing.T) {
 			t.Errorf("no group of exactly the innermost workers %v: %+v", workers, g.Groups)
 		}
 	})
-}
-
-func indexInt(s []int, v int) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
 }
 
 // TestBacktraceWithoutStateTracking: markers are placed by the runtime's

@@ -54,26 +54,33 @@ func reportOf(t *testing.T, args ...string) *inspect.Report {
 	return &r
 }
 
-// state gets a fixture into its announced state as src and returns its
-// report and READY values.
-func state(t *testing.T, name string, src source, env ...string) (*inspect.Report, fixture.Ready) {
+// targetArgs gets a fixture into its announced state as src and returns
+// the ompd-inspect arguments that reach it and its READY values. A live
+// fixture is checked at cleanup, a gcored one at once, to be left running.
+func targetArgs(t *testing.T, name string, src source, env []string) ([]string, fixture.Ready) {
 	t.Helper()
 	opts := fixture.StartOptions{Env: env}
 	switch src {
 	case kernel:
 		path, ready := fixture.KernelCore(t, name, opts)
-		return reportOf(t, "core", path), ready
+		return []string{"core", path}, ready
 	case gcore:
 		p := fixture.Start(t, name, opts)
 		path := p.Gcore(t)
 		assertRunning(t, p)
-		return reportOf(t, "core", path), p.Ready
-	default:
-		p := fixture.Start(t, name, opts)
-		r := reportOf(t, "attach", strconv.Itoa(p.PID))
-		assertRunning(t, p)
-		return r, p.Ready
+		return []string{"core", path}, p.Ready
 	}
+	p := fixture.Start(t, name, opts)
+	t.Cleanup(func() { assertRunning(t, p) })
+	return []string{"attach", strconv.Itoa(p.PID)}, p.Ready
+}
+
+// state gets a fixture into its announced state as src and returns its
+// report and READY values.
+func state(t *testing.T, name string, src source, env ...string) (*inspect.Report, fixture.Ready) {
+	t.Helper()
+	args, ready := targetArgs(t, name, src, env)
+	return reportOf(t, args...), ready
 }
 
 // assertRunning fails when any thread of p is left stopped or traced.
@@ -131,18 +138,6 @@ func str(p *string) string {
 	return *p
 }
 
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func forEachSource(t *testing.T, f func(t *testing.T, src source)) {
 	for _, src := range allSources {
 		t.Run(strings.ReplaceAll(string(src), " ", "_"), func(t *testing.T) { f(t, src) })
@@ -181,7 +176,7 @@ func TestNestedRegions(t *testing.T) {
 			{"innermost", inner, 3, ready.Ints(t, "innermost"), "inner", "innermost_region.omp_outlined"},
 		}
 		for _, w := range want {
-			if w.reg.Level != w.level || w.reg.TeamSize != len(w.tids) || !equalInts(w.reg.Threads, w.tids) {
+			if w.reg.Level != w.level || w.reg.TeamSize != len(w.tids) || !slices.Equal(w.reg.Threads, w.tids) {
 				t.Errorf("%s: level %d, team of %d, threads %v; want level %d, threads %v",
 					w.name, w.reg.Level, w.reg.TeamSize, w.reg.Threads, w.level, w.tids)
 			}
@@ -372,7 +367,7 @@ func TestBarrierNeverReached(t *testing.T) {
 		r, ready := state(t, "barrier", src, "OMP_DEBUG=enabled")
 		members := []int{ready.Int(t, "t0"), ready.Int(t, "t1"), ready.Int(t, "t2"), ready.Int(t, "t3")}
 		reg := regionByID(t, r, str(threadOf(t, r, members[0]).Region))
-		if reg.TeamSize != 4 || !equalInts(reg.Threads, members) || !sameLoc(reg.Location, loc(t, "barrier.c", "parallel")) {
+		if reg.TeamSize != 4 || !slices.Equal(reg.Threads, members) || !sameLoc(reg.Location, loc(t, "barrier.c", "parallel")) {
 			t.Errorf("region %+v", reg)
 		}
 		for i, tid := range members {

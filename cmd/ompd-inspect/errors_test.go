@@ -21,8 +21,15 @@ import (
 func wantError(t *testing.T, want string, args ...string) {
 	t.Helper()
 	out, errs, code := cli(args...)
-	if code != 1 || out != "" || errs != want+"\n" {
-		t.Errorf("ompd-inspect %s:\n exit %d, stdout %q\n stderr %q\n want stderr %q", strings.Join(args, " "), code, out, errs, want+"\n")
+	checkErrorLine(t, "ompd-inspect "+strings.Join(args, " "), code, out, errs, want)
+}
+
+// checkErrorLine asserts that a run (what) ended with exit code 1,
+// nothing on stdout and exactly the line want on stderr.
+func checkErrorLine(t *testing.T, what string, code int, stdout, stderr, want string) {
+	t.Helper()
+	if code != 1 || stdout != "" || stderr != want+"\n" {
+		t.Errorf("%s:\n exit %d, stdout %q\n stderr %q\n want stderr %q", what, code, stdout, stderr, want+"\n")
 	}
 }
 

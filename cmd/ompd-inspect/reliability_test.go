@@ -674,6 +674,10 @@ type cycleStats struct {
 // thread or a stack walk mean the runtime's structures were caught
 // half-updated, and their count is logged. At the end busy must have gone
 // on computing correct results.
+// maxInconsistentCycles bounds the attach cycles whose report may warn of
+// a half-updated structure.
+const maxInconsistentCycles = 10
+
 func TestAttachCycles500(t *testing.T) {
 	builtCLI(t)
 	p := fixture.Start(t, "busy", fixture.StartOptions{Env: busyEnv()})
@@ -799,6 +803,12 @@ func TestAttachCycles500(t *testing.T) {
 		t.Logf("first inconsistent-state warnings:\n%s", strings.Join(st.examples, "\n"))
 	}
 	t.Logf("busy computed on correctly: %d iterations checked at the last OK line before the end", last)
+	// A half-updated structure is caught rarely (0 or 1 cycle in 500 in
+	// the runs measured); warnings in many cycles mean ompd-inspect
+	// misreads a consistent state.
+	if st.inconsistent > maxInconsistentCycles {
+		t.Errorf("%d of %d cycles warned of inconsistent state; want at most %d", st.inconsistent, st.cycles, maxInconsistentCycles)
+	}
 }
 
 // signalOutcome names how a run of ompd-inspect that was sent sig ended,
@@ -919,6 +929,17 @@ func TestSignalsDuringAttach(t *testing.T) {
 			checkBusyProgress(t, p, sums, len(p.Lines()))
 		}
 		t.Logf("%s: %d runs, signals sent %v, target traced when signalled %d times; outcomes %v", ph.name, ph.runs, sent, tracedAtSignal, counts)
+		// The handler must have had its say: death by the signal alone is
+		// also what an ompd-inspect without one would give.
+		detached := 0
+		for kind, n := range counts {
+			if strings.HasPrefix(kind, "detached and exited") {
+				detached += n
+			}
+		}
+		if !ph.traced && ph.name != "SIGKILL after a random delay" && detached == 0 {
+			t.Errorf("%s: no run detached and exited with 128+signal and its one line: %v", ph.name, counts)
+		}
 	}
 	t.Logf("%d runs in %v", signalRuns+tracedSignalRuns+2*killRuns, time.Since(start).Round(time.Millisecond))
 }
@@ -1075,6 +1096,8 @@ func TestTargetGoneWhileAttached(t *testing.T) {
 			case 1:
 				if bad := oneErrorLine(o); bad != "" {
 					t.Errorf("%s: %s: %v", what, bad, o)
+				} else if !goneMessages.MatchString(o.stderr) {
+					t.Errorf("%s: %q says something else than that the process is gone", what, o.stderr)
 				}
 				outcomes.add(numbers.ReplaceAllString(strings.TrimSpace(o.stderr), "#"), "")
 			case 0:
@@ -1111,7 +1134,7 @@ func TestTargetGoneWhileAttached(t *testing.T) {
 					t.Fatalf("target %d: busy did not exit after %v: %s", i, exitAfter, threadStates(p.PID))
 				}
 				o := startCLI(t, cliEnv(), "attach", strconv.Itoa(p.PID), "regions", "--json").wait(t, p.PID)
-				goneOutcome(t, outcomes, fmt.Sprintf("target %d (exit after %v), run %d", i, exitAfter, run), o, p.PID)
+				goneOutcome(t, outcomes, fmt.Sprintf("target %d (exit after %v), run %d", i, exitAfter, run), o, p.PID, true)
 			}
 			_, done := p.WaitLine(t, 1, "DONE ")
 			newBusyChecksums().check(t, done)
@@ -1145,7 +1168,9 @@ func TestTargetGoneWhileAttached(t *testing.T) {
 					t.Fatalf("%s: no EXEC ... 1 line after %d runs; output %q", what, run, p.Lines())
 				}
 				o := startCLI(t, cliEnv(), "attach", strconv.Itoa(p.PID), "regions", "--json").wait(t, p.PID)
-				goneOutcome(t, outcomes, fmt.Sprintf("%s, run %d", what, run), o, p.PID)
+				// Not strict: an exec racing the attach can give a
+				// misleading permission error (see the issue notes).
+				goneOutcome(t, outcomes, fmt.Sprintf("%s, run %d", what, run), o, p.PID, false)
 				if d := deathOf(p.PID); d != "" {
 					t.Fatalf("%s: %s%s", what, d, stderrNote(p))
 				}
@@ -1205,11 +1230,17 @@ func (l *outcomeLog) String() string {
 	return s
 }
 
+// goneMessages are the one-line errors a target that ends while
+// ompd-inspect attaches or reads it may give: it ended while being read,
+// it was a zombie already, or a thread died before it stopped.
+var goneMessages = regexp.MustCompile(`^ompd-inspect: process \d+: (the process ended while it was being read \(killed, or it exited\); nothing is reported|is a zombie \(it has exited and its parent has not reaped it\); there is nothing to inspect|thread \d+ did not stop after \d+ tries \(state [XZ] \([a-z]+\)\); detached from the process)\n$`)
+
 // goneOutcome checks a run of ompd-inspect on a target that may be going
 // away (what names the run) and logs its outcome: exit 0 with a report on
 // the target (which may warn of inconsistent state: the runtime may be
-// shutting down or starting), or exit 1 with one line.
-func goneOutcome(t *testing.T, log *outcomeLog, what string, o cliOutcome, pid int) {
+// shutting down or starting), or exit 1 with one line. With strict, that
+// line must be one of goneMessages.
+func goneOutcome(t *testing.T, log *outcomeLog, what string, o cliOutcome, pid int, strict bool) {
 	t.Helper()
 	switch o.code {
 	case 0:
@@ -1228,6 +1259,8 @@ func goneOutcome(t *testing.T, log *outcomeLog, what string, o cliOutcome, pid i
 	case 1:
 		if bad := oneErrorLine(o); bad != "" {
 			t.Errorf("%s: %s: %v", what, bad, o)
+		} else if strict && !goneMessages.MatchString(o.stderr) {
+			t.Errorf("%s: %q says something else than that the process is gone", what, o.stderr)
 		}
 		log.add(numbers.ReplaceAllString(strings.TrimSpace(o.stderr), "#"), "")
 	default:
