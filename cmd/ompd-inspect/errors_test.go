@@ -81,18 +81,6 @@ func TestAlreadyTraced(t *testing.T) {
 		"attach", strconv.Itoa(p.PID))
 }
 
-// copyFile copies src to dst with mode 0755.
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // A core whose executable moved: the report says so and fails; --exe and
 // --search-path find it; a file with another build-id is refused.
 func TestCoreBinaries(t *testing.T) {
@@ -137,7 +125,7 @@ func TestCoreBinaries(t *testing.T) {
 	if err := os.Mkdir(other, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, fixture.Exe(t, "lock"), filepath.Join(other, "barrier"))
+	fixture.CopyFile(t, fixture.Exe(t, "lock"), filepath.Join(other, "barrier"))
 	r = reportOf(t, "core", corePath, "--search-path", other)
 	refused := false
 	for _, w := range r.Warnings {

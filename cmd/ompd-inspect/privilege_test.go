@@ -34,7 +34,7 @@ func publicCLI(t *testing.T) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "ompd-inspect")
-	copyFile(t, builtCLI(t), bin)
+	fixture.CopyFile(t, builtCLI(t), bin)
 	if err := os.Chmod(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
