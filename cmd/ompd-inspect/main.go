@@ -59,7 +59,8 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 			code = 2
 		}
 	}()
-	root := newRoot(stdout)
+	var exitCode int // the traced program's, for run and attach --trace
+	root := newRoot(stdout, stderr, &exitCode)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -69,12 +70,12 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		}
 		return 1
 	}
-	return 0
+	return exitCode
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
 
-func newRoot(stdout io.Writer) *cobra.Command {
+func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "ompd-inspect",
 		Short:         "Show the OpenMP state of a live process or a core file",
@@ -95,6 +96,8 @@ func newRoot(stdout io.Writer) *cobra.Command {
 	}
 	viewHelp := "VIEW is one of " + strings.Join(views, ", ") + " (default summary)"
 
+	var traceAttached bool
+	var tf traceFlags
 	attach := &cobra.Command{
 		Use:   "attach PID [VIEW]",
 		Short: "Attach to a running process, report, and detach",
@@ -112,6 +115,12 @@ func newRoot(stdout io.Writer) *cobra.Command {
 			if err != nil || pid <= 0 {
 				return fmt.Errorf("%q is not a process id", args[0])
 			}
+			if traceAttached {
+				if len(args) > 1 || vf != (viewFlags{backend: vf.backend}) || vf.backend != backend.NameNative {
+					return errors.New("--trace takes no view and no view flags")
+				}
+				return attachTrace(pid, tf, stderr, exitCode)
+			}
 			reps, err := inspectProcess(pid, view, vf)
 			if err != nil {
 				return err
@@ -120,6 +129,8 @@ func newRoot(stdout io.Writer) *cobra.Command {
 		},
 	}
 	addViewFlags(attach)
+	attach.Flags().BoolVar(&traceAttached, "trace", false, "follow the process's OpenMP events instead of printing a view (its runtime must run with OMP_DEBUG=enabled); see run for the trace flags")
+	addTraceFlags(attach, &tf)
 
 	var copts core.Options
 	coreCmd := &cobra.Command{
@@ -152,7 +163,7 @@ func newRoot(stdout io.Writer) *cobra.Command {
 	coreCmd.Flags().StringVar(&copts.Sysroot, "sysroot", "", "prefix every path the core names with this directory")
 	coreCmd.Flags().StringSliceVar(&copts.SearchPath, "search-path", nil, "directories to look in (by file name) for binaries that moved; repeatable")
 
-	root.AddCommand(attach, coreCmd)
+	root.AddCommand(attach, coreCmd, newRunCommand(stderr, exitCode))
 	return root
 }
 

@@ -1,0 +1,397 @@
+package trace
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
+)
+
+// eventTarget is the process as the OMPD layer sees it at an event: the
+// stopped thread (the others run), memory read live through the Tracee's
+// cache, the current modules.
+type eventTarget struct {
+	tc     *ptrace.Tracee
+	thread []target.Thread
+}
+
+func (e *eventTarget) PID() int                            { return e.tc.PID() }
+func (e *eventTarget) Threads() []target.Thread            { return e.thread }
+func (e *eventTarget) Warnings() []string                  { return nil }
+func (e *eventTarget) Close() error                        { return nil }
+func (e *eventTarget) ReadMemory(a uint64, b []byte) error { return e.tc.ReadMemory(a, b) }
+func (e *eventTarget) Modules() []*target.Module {
+	mods, _ := e.tc.Modules()
+	return mods
+}
+
+// eventCallbacks serves the OMPD layer at events: inspect's callbacks,
+// with the thread context of the thread stopped at the event.
+type eventCallbacks struct {
+	*inspect.Callbacks
+	view *eventTarget
+}
+
+func newEventCallbacks(view *eventTarget, rt *target.Module) *eventCallbacks {
+	return &eventCallbacks{Callbacks: inspect.NewCallbacks(view, rt), view: view}
+}
+
+// ThreadContext implements ompd.Callbacks for the stopped thread.
+func (c *eventCallbacks) ThreadContext(kind ompd.ThreadIDKind, id uint64) (ompd.ThreadContext, error) {
+	for i := range c.view.thread {
+		th := &c.view.thread[i]
+		if kind == ompd.ThreadIDPthread && th.ThreadPointer() == id || kind == ompd.ThreadIDLWP && uint64(th.TID) == id {
+			return th, nil
+		}
+	}
+	return nil, fmt.Errorf("thread id %#x is not the thread stopped at the event", id)
+}
+
+// event handles one pass of thread tid through a breakpoint location. done
+// is true when the trace ends here (--stop-at with --then detach or kill).
+func (s *session) event(kind string, tid int) (done bool, exit Exit, err error) {
+	ev := Event{Time: s.now(), Kind: kind, OSTID: tid}
+	s.sum.events[kind]++
+	s.sum.threads[tid] = true
+	regs, err := s.tc.Registers(tid)
+	if err != nil {
+		return false, Exit{}, err
+	}
+	s.view.thread = []target.Thread{{TID: tid, Regs: regs}}
+	as, err := s.addressSpace()
+	if err != nil {
+		if kind != KindRuntimeReady {
+			s.warn("no OpenMP details for events: %v", err)
+		}
+		return s.emit(&ev)
+	}
+	if kind == KindRuntimeReady && !as.StateTracking() {
+		s.warn("the program runs without OMPD data collection (OMP_DEBUG=enabled is not in its environment): its runtime passes no other breakpoint location, so no OpenMP events follow")
+	}
+	th, err := as.ThreadHandle(ompd.ThreadIDPthread, regs.FSBase)
+	if err != nil {
+		// A worker passes ompd_bp_thread_begin before the thread that
+		// created it has recorded its pthread id; its gtid is in its
+		// thread-local __kmp_gtid already.
+		if g, ok := s.tlsGTID(); ok {
+			ev.GTID = &g
+		} else if kind != KindRuntimeReady {
+			ev.Warnings = append(ev.Warnings, fmt.Sprintf("not an OpenMP thread: %v", err))
+		}
+		return s.emit(&ev)
+	}
+	g := th.GTID()
+	ev.GTID = &g
+	switch kind {
+	case KindParallelBegin:
+		return s.parallelBegin(&ev, th, regs)
+	case KindParallelEnd:
+		s.parallelEnd(&ev, th)
+	case KindTaskBegin, KindTaskEnd:
+		if !s.task(&ev, th) {
+			return false, Exit{}, nil
+		}
+	}
+	return s.emit(&ev)
+}
+
+// tlsGTID reads the stopped thread's __kmp_gtid.
+func (s *session) tlsGTID() (int, bool) {
+	addr, err := s.cb.ThreadSymbolAddr(&s.view.thread[0], "__kmp_gtid", s.runtime.Name)
+	if err != nil {
+		return 0, false
+	}
+	var b [4]byte
+	if err := s.tc.ReadMemory(addr, b[:]); err != nil {
+		return 0, false
+	}
+	g := int(int32(binary.LittleEndian.Uint32(b[:])))
+	return g, g >= 0
+}
+
+// parallelBegin describes a region that begins. OMPD says the new region
+// is current at ompd_bp_parallel_begin, but LLVM's runtime passes it in
+// __kmp_fork_call before it makes the new team the encountering thread's
+// (ompd_get_curr_parallel_handle still gives the enclosing region there,
+// or a hot team's previous state). Coming from there, the event waits
+// until the thread writes its team pointer (a watch), and is described
+// then. Serialized regions are current at the location.
+func (s *session) parallelBegin(ev *Event, th *ompd.Thread, regs target.Registers) (bool, Exit, error) {
+	req := s.requested(th)
+	if s.calledFrom(regs, forkFunction) {
+		addr, err := th.TeamFieldAddr()
+		if err == nil {
+			err = s.tc.WatchWrite(ev.OSTID, addr)
+		}
+		if err == nil {
+			s.begins[ev.OSTID] = &pendingBegin{ev: ev, requested: req}
+			return false, Exit{}, nil
+		}
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("the new region is not current yet, and watching for it failed: %v", err))
+	}
+	p, err := th.CurrentParallel()
+	if err != nil {
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("current region: %v", err))
+		return s.emit(ev)
+	}
+	ev.Region = s.region(p, ev, false)
+	ev.Region.Requested = req
+	s.regions[ev.OSTID] = append(s.regions[ev.OSTID], openRegion{id: ev.Region.ID, time: ev.Time, key: key(ClassParallel, ev.Region.Location, ev.Region.Function), valid: true})
+	s.sum.begin(ClassParallel, ev.Region.Location, ev.Region.Function, ev.Region.TeamSize, nil)
+	return s.emit(ev)
+}
+
+// forkFunction is LLVM's runtime function that forks a team.
+const forkFunction = "__kmp_fork_call"
+
+// calledFrom reports whether the thread, stopped at the first instruction
+// of a breakpoint location, was called from the runtime's function name.
+func (s *session) calledFrom(regs target.Registers, name string) bool {
+	var b [8]byte
+	if err := s.tc.ReadMemory(regs.Rsp, b[:]); err != nil {
+		return false
+	}
+	ret := binary.LittleEndian.Uint64(b[:])
+	rt := s.runtime
+	if rt == nil || rt.Image == nil || !rt.Contains(ret) {
+		return false
+	}
+	sym, ok := rt.Image.SymbolAt(ret - rt.Bias)
+	return ok && sym.Name == name
+}
+
+// teamSwitched finishes a parallel-begin event once its thread made the
+// new region current.
+func (s *session) teamSwitched(tid int) (bool, Exit, error) {
+	pb := s.begins[tid]
+	delete(s.begins, tid)
+	if pb == nil {
+		return false, Exit{}, nil
+	}
+	ev := pb.ev
+	regs, err := s.tc.Registers(tid)
+	if err != nil {
+		return false, Exit{}, err
+	}
+	s.view.thread = []target.Thread{{TID: tid, Regs: regs}}
+	as, err := s.addressSpace()
+	if err != nil {
+		return false, Exit{}, err
+	}
+	th, err := as.ThreadHandle(ompd.ThreadIDPthread, regs.FSBase)
+	if err != nil {
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("thread: %v", err))
+		return s.emit(ev)
+	}
+	p, err := th.CurrentParallel()
+	if err != nil {
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("current region: %v", err))
+		return s.emit(ev)
+	}
+	ev.Region = s.region(p, ev, false)
+	ev.Region.Requested = pb.requested
+	s.regions[tid] = append(s.regions[tid], openRegion{id: ev.Region.ID, time: ev.Time, key: key(ClassParallel, ev.Region.Location, ev.Region.Function), valid: true})
+	s.sum.begin(ClassParallel, ev.Region.Location, ev.Region.Function, ev.Region.TeamSize, nil)
+	return s.emit(ev)
+}
+
+// parallelEnd describes a region that ends and matches it to its begin.
+func (s *session) parallelEnd(ev *Event, th *ompd.Thread) {
+	p, err := th.CurrentParallel()
+	if err != nil {
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("current region: %v", err))
+		return
+	}
+	ev.Region = s.region(p, ev, true)
+	stack := s.regions[ev.OSTID]
+	for i := len(stack) - 1; i >= 0; i-- {
+		if stack[i].id != ev.Region.ID {
+			continue
+		}
+		d := ev.Time - stack[i].time
+		ev.Duration = &d
+		s.sum.end(stack[i].key, d, ev.Region.Threads)
+		s.regions[ev.OSTID] = append(stack[:i:i], stack[i+1:]...)
+		return
+	}
+}
+
+// region describes p; with members, the team's gtids too.
+func (s *session) region(p *ompd.Parallel, ev *Event, members bool) *Region {
+	r := &Region{ID: hex(p.Addr()), Serialized: p.Serialized()}
+	note := func(what string, err error) {
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("region %s: %s: %v", r.ID, what, err))
+	}
+	if fn, err := p.Function(); err == nil {
+		r.Function = s.symbolize(fn)
+	} else {
+		note("entry function", err)
+	}
+	if loc, err := p.Location(); err == nil {
+		r.Location = loc.String()
+	} else {
+		note("location", err)
+	}
+	if n, err := p.TeamSize(); err == nil {
+		r.TeamSize = n
+	} else {
+		note("team size", err)
+	}
+	if l, err := p.Level(); err == nil {
+		r.Level = l
+	} else {
+		note("level", err)
+	}
+	if e, err := p.Enclosing(); err == nil && e != nil {
+		if l, err := e.Level(); err == nil && l > 0 {
+			r.Parent = hex(e.Addr())
+		}
+	}
+	if members {
+		for i := 0; i < r.TeamSize; i++ {
+			t, err := p.ThreadIn(i)
+			if err != nil {
+				note(fmt.Sprintf("thread %d of the team", i), err)
+				break
+			}
+			r.Threads = append(r.Threads, t.GTID())
+		}
+	}
+	return r
+}
+
+// requested reads the nthreads-var of the thread that encounters a
+// region, as it begins: the number of threads the region gets without a
+// num_threads clause (the first element of the list).
+func (s *session) requested(th *ompd.Thread) *int {
+	v, err := s.as.ICVValue(th, s.nthreadsID())
+	if err != nil {
+		return nil
+	}
+	n := int(v.Num)
+	if v.IsString {
+		first, _, _ := strings.Cut(v.Str, ",")
+		if _, err := fmt.Sscanf(first, "%d", &n); err != nil {
+			return nil
+		}
+	}
+	return &n
+}
+
+// nthreadsID is the id of nthreads-var.
+func (s *session) nthreadsID() ompd.ICVID {
+	for _, icv := range s.as.EnumerateICVs() {
+		if icv.Name == "nthreads-var" {
+			return icv.ID
+		}
+	}
+	return 0
+}
+
+// task describes the task of a task event. It returns false for a
+// task-end pass that ends no explicit task (LLVM's runtime passes
+// ompd_bp_task_end after a barrier's task loop too): that pass is counted
+// as ignored, not reported.
+func (s *session) task(ev *Event, th *ompd.Thread) bool {
+	k, err := th.CurrentTask()
+	if err != nil {
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("current task: %v", err))
+		return true
+	}
+	fl, err := k.Flags()
+	if err != nil {
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("task %s: flags: %v", hex(k.Addr()), err))
+		return true
+	}
+	if !fl.Explicit && ev.Kind == KindTaskEnd {
+		s.sum.ignored++
+		s.sum.events[ev.Kind]--
+		return false
+	}
+	t := &Task{ID: hex(k.Addr()), Flags: flagNames(fl)}
+	if fn, err := k.Function(); err == nil {
+		t.Function = s.symbolize(fn)
+	} else {
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("task %s: entry function: %v", t.ID, err))
+	}
+	if loc, err := k.Location(); err == nil {
+		t.Location = loc.String()
+	} else if !errors.Is(err, ompd.ErrUnavailable) {
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("task %s: location: %v", t.ID, err))
+	}
+	if g, err := k.Generating(); err == nil && g != nil {
+		t.Parent = hex(g.Addr())
+	}
+	if p, err := k.Parallel(); err == nil && p != nil {
+		t.Region = hex(p.Addr())
+	}
+	ev.Task = t
+	k2 := key(ClassTask, t.Location, t.Function)
+	gtid := -1
+	if ev.GTID != nil {
+		gtid = *ev.GTID
+	}
+	switch ev.Kind {
+	case KindTaskBegin:
+		s.tasks[t.ID] = openTask{time: ev.Time, key: k2}
+		s.sum.begin(ClassTask, t.Location, t.Function, 0, []int{gtid})
+	case KindTaskEnd:
+		if o, ok := s.tasks[t.ID]; ok {
+			d := ev.Time - o.time
+			ev.Duration = &d
+			delete(s.tasks, t.ID)
+			s.sum.end(o.key, d, nil)
+		}
+	}
+	return true
+}
+
+func flagNames(f ompd.Flags) []string {
+	out := []string{"implicit"}
+	if f.Explicit {
+		out[0] = "explicit"
+	}
+	if f.Final {
+		out = append(out, "final")
+	}
+	if f.Untied {
+		out = append(out, "untied")
+	}
+	if f.Serial {
+		out = append(out, "undeferred")
+	}
+	return out
+}
+
+// emit passes a finished event on, and stops at it when --stop-at selects
+// it.
+func (s *session) emit(ev *Event) (bool, Exit, error) {
+	if s.opts.OnEvent != nil && (s.opts.Classes == nil || s.opts.Classes[classOf(ev.Kind)]) {
+		s.opts.OnEvent(*ev)
+	}
+	if s.opts.StopAt == nil || s.stopped || !s.opts.StopAt.matches(ev) {
+		return false, Exit{}, nil
+	}
+	s.stopped = true
+	snap, err := s.tc.StopAll()
+	if err != nil {
+		return false, Exit{}, fmt.Errorf("stopping the program at %s: %w", ev.Kind, err)
+	}
+	if s.opts.OnStop != nil {
+		if err := s.opts.OnStop(snap, *ev); err != nil {
+			return false, Exit{}, err
+		}
+	}
+	switch s.opts.Then {
+	case ThenDetach:
+		return true, Exit{Detached: true}, s.tc.Detach()
+	case ThenKill:
+		return true, Exit{Killed: true, Code: 128 + 9, Signal: 9}, s.tc.Kill()
+	}
+	return false, Exit{}, nil
+}

@@ -1,0 +1,62 @@
+package ptrace
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// int3 is the x86 breakpoint instruction.
+const int3 = 0xcc
+
+// maxSiteScan bounds how many instructions ReturnSite decodes.
+const maxSiteScan = 64
+
+// breakpoint is an int3 written over the first byte of a return
+// instruction.
+type breakpoint struct {
+	addr uint64
+	orig byte // the byte the int3 replaced
+}
+
+// ReturnSite finds where a breakpoint on the function whose code is given
+// (read from its start) can stop every call: its first return instruction,
+// reached by every call because nothing before it branches. Marker
+// functions such as OpenMP's ompd_bp_* and the dynamic linker's
+// _dl_debug_state are empty functions; their return is their first or
+// nearly first instruction.
+//
+// Stopping at a return lets a stopped thread go on without the original
+// instruction being put back: Tracee performs the return itself (pops the
+// return address), so other threads keep running and none of them can pass
+// the location unseen while one thread steps over it.
+//
+// It returns the offset of the return in code.
+func ReturnSite(code []byte) (int, error) {
+	off := 0
+	for range maxSiteScan {
+		if off >= len(code) {
+			break
+		}
+		inst, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("undecodable instruction at offset %d: %w", off, err)
+		}
+		switch inst.Op {
+		case x86asm.RET:
+			if inst.Args[0] != nil {
+				return 0, fmt.Errorf("offset %d: a return that pops arguments (%v) is not supported", off, inst)
+			}
+			return off, nil
+		case x86asm.JMP, x86asm.CALL, x86asm.LCALL, x86asm.LJMP, x86asm.LRET, x86asm.IRET, x86asm.IRETD, x86asm.IRETQ,
+			x86asm.SYSCALL, x86asm.SYSENTER, x86asm.INT, x86asm.UD2, x86asm.HLT,
+			x86asm.JA, x86asm.JAE, x86asm.JB, x86asm.JBE, x86asm.JCXZ, x86asm.JE, x86asm.JECXZ, x86asm.JG,
+			x86asm.JGE, x86asm.JL, x86asm.JLE, x86asm.JNE, x86asm.JNO, x86asm.JNP, x86asm.JNS, x86asm.JO,
+			x86asm.JP, x86asm.JRCXZ, x86asm.JS, x86asm.LOOP, x86asm.LOOPE, x86asm.LOOPNE:
+			return 0, fmt.Errorf("offset %d: %v comes before the function's first return", off, inst)
+		}
+		off += inst.Len
+	}
+	return 0, errors.New("no return instruction among the function's first instructions")
+}
