@@ -22,6 +22,8 @@
  *   fork     after the constructs, it forks a child that runs LOOP more
  *            regions of 3 (LINE:child) and exits with status 5; the parent
  *            prints "child=5" (the child's exit status).
+ *   regions N  only N regions of 2 threads (LINE:bench), for benchmarks;
+ *            prints "regions=<N>" and exits 0.
  *   hold     between the constructs and the exit it prints "HOLD pid=<pid>"
  *            and runs regions (LINE:hold) until it receives SIGUSR1; then
  *            it prints "held=<regions>" (used by tests that interrupt a
@@ -31,6 +33,7 @@
 #include <omp.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -93,6 +96,18 @@ int main(int argc, char **argv) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_usr1;
   sigaction(SIGUSR1, &sa, NULL);
+
+  if (strcmp(mode, "regions") == 0 && argc > 2) {
+    long n = atol(argv[2]), done = 0;
+    for (long i = 0; i < n; i++) {
+      long s = 0;
+#pragma omp parallel num_threads(2) reduction(+ : s) /* LINE:bench */
+      s += 1;
+      done += s == 2;
+    }
+    printf("regions=%ld\n", done);
+    return 0;
+  }
 
   if (strcmp(mode, "signals") == 0) {
     signal(SIGUSR2, SIG_IGN);

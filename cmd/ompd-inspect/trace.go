@@ -32,13 +32,27 @@ type traceFlags struct {
 	output  string
 }
 
-// addTraceFlags declares the trace flags on c.
-func addTraceFlags(c *cobra.Command, tf *traceFlags) {
+// addTraceFlags declares the trace flags on c; withJSON adds --json (attach
+// has it already, as a view flag).
+func addTraceFlags(c *cobra.Command, tf *traceFlags, withJSON bool) {
+	if withJSON {
+		c.Flags().BoolVar(&tf.json, "json", false, "print the events, warnings, summary and exit as JSON lines (the schema is in docs/json-schema.md)")
+	}
 	c.Flags().StringVar(&tf.events, "events", strings.Join(trace.Classes[:3], ","), "the events to print: a comma-separated list of "+strings.Join(trace.Classes, ", ")+", or all")
 	c.Flags().BoolVar(&tf.summary, "summary", false, "print only a table at the end: per construct location, count, team sizes, threads seen and time from begin to end")
 	c.Flags().StringVar(&tf.stopAt, "stop-at", "", "stop the program at the first EVENT[:FILE:LINE] (e.g. parallel-begin:nested.c:42, or a class: task) and print the full report with backtraces")
 	c.Flags().StringVar(&tf.then, "then", trace.ThenContinue, "after --stop-at: continue (trace on), detach (let the program run untraced) or kill")
 	c.Flags().StringVarP(&tf.output, "output", "o", "", "write the trace to this file instead of standard error")
+}
+
+// tracing reports whether a trace flag was given.
+func tracing(c *cobra.Command) bool {
+	for _, f := range []string{"events", "summary", "stop-at", "then", "output"} {
+		if c.Flags().Changed(f) {
+			return true
+		}
+	}
+	return false
 }
 
 // traceOptions checks the trace flags and turns them into options.
@@ -120,10 +134,10 @@ func newRunCommand(stderr io.Writer, code *int) *cobra.Command {
 			}
 			stop.set(tc)
 			defer tc.Close()
-			return runTrace(tc, out, tf, opts, stop, code)
+			return runTrace(tc, out, stderr, tf, opts, stop, code)
 		},
 	}
-	addTraceFlags(c, &tf)
+	addTraceFlags(c, &tf, true)
 	c.Flags().SetInterspersed(false)
 	return c
 }
@@ -156,7 +170,7 @@ func attachTrace(pid int, tf traceFlags, stderr io.Writer, code *int) error {
 	}
 	stop.set(tc)
 	defer tc.Close()
-	return runTrace(tc, out, tf, opts, stop, code)
+	return runTrace(tc, out, stderr, tf, opts, stop, code)
 }
 
 // checkCollection refuses a process whose runtime does not pass its OMPD
@@ -194,7 +208,7 @@ func traceOutput(path string, stderr io.Writer) (io.Writer, func(), error) {
 
 // runTrace follows the program and prints as flags say; it sets *code to
 // the program's exit code.
-func runTrace(tc *ptrace.Tracee, out io.Writer, tf traceFlags, opts trace.Options, stop *signalStop, code *int) error {
+func runTrace(tc *ptrace.Tracee, out, stderr io.Writer, tf traceFlags, opts trace.Options, stop *signalStop, code *int) error {
 	enc := json.NewEncoder(out)
 	if !tf.summary {
 		opts.OnEvent = func(ev trace.Event) {
@@ -243,7 +257,7 @@ func runTrace(tc *ptrace.Tracee, out io.Writer, tf traceFlags, opts trace.Option
 		return err
 	}
 	if sig := stop.received(); sig != 0 {
-		fmt.Fprintf(out, "ompd-inspect: %s: removed the breakpoints and detached from process %d\n", unix.SignalName(sig), tc.PID())
+		fmt.Fprintf(stderr, "ompd-inspect: %s: removed the breakpoints and detached from process %d\n", unix.SignalName(sig), tc.PID())
 		*code = 128 + int(sig)
 		return nil
 	}
@@ -252,11 +266,11 @@ func runTrace(tc *ptrace.Tracee, out io.Writer, tf traceFlags, opts trace.Option
 	}
 	switch {
 	case exit.Killed:
-		fmt.Fprintf(out, "ompd-inspect: killed process %d\n", tc.PID())
+		fmt.Fprintf(stderr, "ompd-inspect: killed process %d\n", tc.PID())
 	case exit.Detached:
-		fmt.Fprintf(out, "ompd-inspect: detached from process %d; it runs on untraced\n", tc.PID())
-	case exit.Signal != 0 && !tf.json:
-		fmt.Fprintf(out, "ompd-inspect: process %d was killed by %s\n", tc.PID(), unix.SignalName(syscall.Signal(exit.Signal)))
+		fmt.Fprintf(stderr, "ompd-inspect: detached from process %d; it runs on untraced\n", tc.PID())
+	case exit.Signal != 0:
+		fmt.Fprintf(stderr, "ompd-inspect: process %d was killed by %s\n", tc.PID(), unix.SignalName(syscall.Signal(exit.Signal)))
 	}
 	*code = exit.Code
 	return nil

@@ -1,0 +1,634 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+	"github.com/ompd-inspect/ompd-inspect/internal/trace"
+)
+
+// traceHangGuard bounds one traced run; it only keeps a broken build from
+// hanging the test binary, and is not a measurement.
+const traceHangGuard = 3 * time.Minute
+
+// traceRun is the result of one ompd-inspect run or attach --trace.
+type traceRun struct {
+	code    int
+	stdout  string // the program's standard output (run) or ompd-inspect's
+	stderr  string
+	events  []trace.Event
+	summary *trace.Summary
+	exit    *trace.Exit
+	stop    *traceStop
+	warns   []string
+}
+
+type traceStop struct {
+	Event  trace.Event     `json:"stop"`
+	Report *inspect.Report `json:"report"`
+}
+
+// runTraced runs the built ompd-inspect with args plus --json and
+// --output FILE, and decodes the trace file's JSON lines.
+func runTraced(t *testing.T, env []string, args ...string) traceRun {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "trace.json")
+	// The trace flags go before "--" (run) or anywhere (attach).
+	i := slices.Index(args, "--")
+	if i < 0 {
+		i = len(args)
+	}
+	full := append(append(append([]string{}, args[:i]...), "--json", "--output", out), args[i:]...)
+	ctx, cancel := context.WithTimeout(context.Background(), traceHangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, builtCLI(t), full...)
+	cmd.Env = append(os.Environ(), env...)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	r := traceRun{stdout: so.String(), stderr: se.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			t.Fatalf("ompd-inspect %s: killed by %v; stderr:\n%s", strings.Join(full, " "), ws.Signal(), r.stderr)
+		}
+	case err != nil:
+		t.Fatalf("ompd-inspect %s: %v", strings.Join(full, " "), err)
+	}
+	r.decode(t, out)
+	return r
+}
+
+// decode reads the JSON lines of a trace file.
+func (r *traceRun) decode(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var probe map[string]json.RawMessage
+		if err := json.Unmarshal(line, &probe); err != nil {
+			t.Fatalf("trace line is not JSON: %v\n%s", err, line)
+		}
+		var err error
+		switch {
+		case probe["event"] != nil:
+			var ev trace.Event
+			err = json.Unmarshal(line, &ev)
+			r.events = append(r.events, ev)
+		case probe["summary"] != nil:
+			err = json.Unmarshal(probe["summary"], &r.summary)
+		case probe["exit"] != nil:
+			err = json.Unmarshal(probe["exit"], &r.exit)
+		case probe["stop"] != nil:
+			err = json.Unmarshal(line, &r.stop)
+		case probe["warning"] != nil:
+			var w string
+			err = json.Unmarshal(probe["warning"], &w)
+			r.warns = append(r.warns, w)
+		default:
+			t.Fatalf("unknown trace line %s", line)
+		}
+		if err != nil {
+			t.Fatalf("trace line %s: %v", line, err)
+		}
+	}
+}
+
+// count counts the events of a kind, at a location when loc is not empty.
+func (r *traceRun) count(kind, loc string) int {
+	n := 0
+	for _, ev := range r.events {
+		if ev.Kind != kind {
+			continue
+		}
+		if loc != "" && (ev.Region == nil || ev.Region.Location != loc) && (ev.Task == nil || ev.Task.Location != loc) {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+func (r *traceRun) kinds() map[string]int {
+	m := map[string]int{}
+	for _, ev := range r.events {
+		m[ev.Kind]++
+	}
+	return m
+}
+
+func srcLoc(t *testing.T, file, marker string) string {
+	return fmt.Sprintf("%s:%d", file, fixture.SourceLine(t, file, marker))
+}
+
+// untraced runs a fixture program directly, with OMP_DEBUG=enabled like
+// ompd-inspect run gives it, and returns its stdout and exit code.
+func untraced(t *testing.T, name string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), traceHangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, fixture.Exe(t, name), args...)
+	cmd.Env = append(os.Environ(), "OMP_DEBUG=enabled")
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return string(out), cmd.ProcessState.ExitCode()
+}
+
+// TestTraceEvents: every event of trace.c, with its exact count, location,
+// team size and nesting; the program's output and exit code are its own.
+func TestTraceEvents(t *testing.T) {
+	fixture.Build(t)
+	r := runTraced(t, nil, "run", "--events", "all", "--", fixture.Exe(t, "trace"))
+	if r.code != 3 || r.stdout != "sum=11770\n" {
+		t.Fatalf("exit code %d, stdout %q; want 3 and the program's sum=11770 (stderr %s)", r.code, r.stdout, r.stderr)
+	}
+	want := map[string]int{
+		trace.KindRuntimeReady: 1,
+		// 5 loop + 1 outer + 2 inner + 1 tasks + 1 serialized.
+		trace.KindParallelBegin: 10, trace.KindParallelEnd: 10,
+		// 7 tasks, and the untied task twice: clang runs it in two parts
+		// (the first re-queues it), and the runtime passes the locations
+		// for each part.
+		trace.KindTaskBegin: 9, trace.KindTaskEnd: 9,
+		// The initial thread and the 3 workers the teams of 4 need.
+		trace.KindThreadBegin: 4, trace.KindThreadEnd: 4,
+	}
+	if got := r.kinds(); !mapsEqual(got, want) {
+		t.Errorf("events by kind %v, want %v", got, want)
+	}
+	loop, outer, inner := srcLoc(t, "trace.c", "loop"), srcLoc(t, "trace.c", "outer"), srcLoc(t, "trace.c", "inner")
+	tasks, serial := srcLoc(t, "trace.c", "tasks"), srcLoc(t, "trace.c", "serial")
+	task, untied := srcLoc(t, "trace.c", "task"), srcLoc(t, "trace.c", "untied")
+	for _, c := range []struct {
+		loc         string
+		n, team, lv int
+		fn          string
+	}{
+		// The entry functions are clang's outlined bodies, named after
+		// the function with the construct (their numbering is clang's).
+		{loop, 5, 3, 1, "constructs.omp_outlined"},
+		{outer, 1, 2, 1, "constructs.omp_outlined."},
+		{inner, 2, 2, 2, "constructs.omp_outlined_debug__."},
+		{tasks, 1, 4, 1, "constructs.omp_outlined."},
+		// A serialized region's team records no entry function.
+		{serial, 1, 1, 1, ""},
+	} {
+		for _, kind := range []string{trace.KindParallelBegin, trace.KindParallelEnd} {
+			if got := r.count(kind, c.loc); got != c.n {
+				t.Errorf("%s at %s: %d events, want %d", kind, c.loc, got, c.n)
+			}
+		}
+		for _, ev := range r.events {
+			if ev.Region == nil || ev.Region.Location != c.loc {
+				continue
+			}
+			if ev.Region.TeamSize != c.team || ev.Region.Level != c.lv || !strings.HasPrefix(ev.Region.Function, c.fn) || (c.fn == "") != (ev.Region.Function == "") || ev.GTID == nil {
+				t.Errorf("%s at %s: team %d level %d function %q; want team %d level %d function %q...", ev.Kind, c.loc,
+					ev.Region.TeamSize, ev.Region.Level, ev.Region.Function, c.team, c.lv, c.fn)
+			}
+			if ev.Kind == trace.KindParallelEnd && (ev.Duration == nil || len(ev.Region.Threads) != c.team || !slices.Contains(ev.Region.Threads, *ev.GTID)) {
+				t.Errorf("parallel-end at %s: duration %v, team gtids %v; want a duration and %d gtids with the primary's %d", c.loc, ev.Duration, ev.Region.Threads, c.team, *ev.GTID)
+			}
+		}
+	}
+	// Each inner region's parent is the outer region, and it begins on
+	// one of the outer team's threads.
+	var outerID string
+	for _, ev := range r.events {
+		if ev.Kind == trace.KindParallelBegin && ev.Region.Location == outer {
+			outerID = ev.Region.ID
+		}
+	}
+	for _, ev := range r.events {
+		if ev.Kind == trace.KindParallelBegin && ev.Region.Location == inner && ev.Region.Parent != outerID {
+			t.Errorf("inner region %s: parent %q, want the outer region %s", ev.Region.ID, ev.Region.Parent, outerID)
+		}
+	}
+	if got := r.count(trace.KindTaskBegin, task); got != 7 {
+		t.Errorf("task-begin at %s: %d, want 7", task, got)
+	}
+	if got := r.count(trace.KindTaskEnd, task); got != 7 {
+		t.Errorf("task-end at %s: %d, want 7", task, got)
+	}
+	if got := r.count(trace.KindTaskBegin, untied); got != 2 {
+		t.Errorf("task-begin at %s: %d, want 2 (two parts)", untied, got)
+	}
+	parents := map[string]bool{}
+	for _, ev := range r.events {
+		if ev.Task == nil {
+			continue
+		}
+		parents[ev.Task.Parent] = true
+		wantFlags := []string{"explicit"}
+		if ev.Task.Location == untied {
+			wantFlags = []string{"explicit", "untied"}
+		}
+		if !slices.Equal(ev.Task.Flags, wantFlags) || ev.Task.Function == "" {
+			t.Errorf("%s %s at %s: flags %v function %q; want %v and a function", ev.Kind, ev.Task.ID, ev.Task.Location, ev.Task.Flags, ev.Task.Function, wantFlags)
+		}
+		if ev.Kind == trace.KindTaskEnd && ev.Duration == nil {
+			t.Errorf("task-end %s: no duration", ev.Task.ID)
+		}
+	}
+	// All 8 tasks come from the single thread's implicit task.
+	if len(parents) != 1 {
+		t.Errorf("task parents %v, want exactly one (the implicit task of the single thread)", parents)
+	}
+}
+
+func mapsEqual(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTraceSummary: --summary per construct location.
+func TestTraceSummary(t *testing.T) {
+	fixture.Build(t)
+	r := runTraced(t, nil, "run", "--summary", "--", fixture.Exe(t, "trace"))
+	if r.code != 3 || r.stdout != "sum=11770\n" || r.summary == nil {
+		t.Fatalf("exit code %d, stdout %q, summary %v (stderr %s)", r.code, r.stdout, r.summary, r.stderr)
+	}
+	if len(r.events) != 0 {
+		t.Errorf("--summary printed %d events", len(r.events))
+	}
+	type row struct {
+		class, loc         string
+		count, ended, team int
+		mean               float64
+		threads            int // -1: depends on scheduling
+	}
+	want := []row{
+		{"parallel", srcLoc(t, "trace.c", "loop"), 5, 5, 15, 3, 3},
+		{"parallel", srcLoc(t, "trace.c", "outer"), 1, 1, 2, 2, 2},
+		{"parallel", srcLoc(t, "trace.c", "inner"), 2, 2, 4, 2, -1},
+		{"parallel", srcLoc(t, "trace.c", "tasks"), 1, 1, 4, 4, 4},
+		{"parallel", srcLoc(t, "trace.c", "serial"), 1, 1, 1, 1, 1},
+		{"task", srcLoc(t, "trace.c", "task"), 7, 7, 0, 0, -1},
+		{"task", srcLoc(t, "trace.c", "untied"), 2, 2, 0, 0, -1},
+	}
+	if len(r.summary.Rows) != len(want) {
+		t.Fatalf("summary has %d rows, want %d: %+v", len(r.summary.Rows), len(want), r.summary.Rows)
+	}
+	for i, w := range want {
+		g := r.summary.Rows[i]
+		if g.Class != w.class || g.Location != w.loc || g.Count != w.count || g.Ended != w.ended || g.TeamTotal != w.team || g.TeamMean != w.mean ||
+			(w.threads >= 0 && g.Threads != w.threads) || g.Threads < 1 || g.TimeTotal <= 0 || g.TimeMean <= 0 {
+			t.Errorf("row %d: %+v, want %+v", i, g, w)
+		}
+	}
+	wantEvents := map[string]int{"runtime-ready": 1, "parallel-begin": 10, "parallel-end": 10, "task-begin": 9, "task-end": 9, "thread-begin": 4, "thread-end": 4}
+	if !mapsEqual(r.summary.Events, wantEvents) || r.summary.Threads != 4 {
+		t.Errorf("summary events %v threads %d, want %v and 4", r.summary.Events, r.summary.Threads, wantEvents)
+	}
+	if r.exit == nil || r.exit.Code != 3 {
+		t.Errorf("exit record %+v, want code 3", r.exit)
+	}
+}
+
+// TestTraceSummaryText: the table as printed.
+func TestTraceSummaryText(t *testing.T) {
+	fixture.Build(t)
+	ctx, cancel := context.WithTimeout(context.Background(), traceHangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, builtCLI(t), "run", "--summary", "--", fixture.Exe(t, "trace"), "regions", "20")
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v; stderr %s", err, se.String())
+	}
+	if so.String() != "regions=20\n" {
+		t.Errorf("program output %q", so.String())
+	}
+	var table []string
+	for _, l := range strings.Split(se.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && (f[0] == "CONSTRUCT" || f[0] == "parallel" || f[0] == "events:") {
+			table = append(table, strings.Join(f, " "))
+		}
+	}
+	bench := srcLoc(t, "trace.c", "bench")
+	if len(table) != 3 || table[0] != "CONSTRUCT LOCATION FUNCTION COUNT TEAM TOTAL TEAM MEAN THREADS TIME TOTAL TIME MEAN" ||
+		!strings.HasPrefix(table[1], "parallel "+bench+" main.omp_outlined") || !strings.Contains(table[1], " 20 40 2.00 2 ") ||
+		table[2] != "events: parallel-begin 20, parallel-end 20, thread-begin 2, thread-end 2, runtime-ready 1; threads: 2" {
+		t.Errorf("summary table:\n%s", strings.Join(table, "\n"))
+	}
+}
+
+// TestTraceStopAt: the full report at the first inner region's begin.
+func TestTraceStopAt(t *testing.T) {
+	fixture.Build(t)
+	inner, outer := srcLoc(t, "trace.c", "inner"), srcLoc(t, "trace.c", "outer")
+	r := runTraced(t, nil, "run", "--events", "parallel", "--stop-at", "parallel-begin:trace.c:"+strconv.Itoa(fixture.SourceLine(t, "trace.c", "inner")), "--then", "kill", "--", fixture.Exe(t, "trace"))
+	if r.code != 137 || r.stdout != "" || r.exit == nil || !r.exit.Killed {
+		t.Fatalf("exit code %d, stdout %q, exit %+v; want 137, no output (killed before the sum)", r.code, r.stdout, r.exit)
+	}
+	if r.stop == nil || r.stop.Report == nil {
+		t.Fatal("no stop report")
+	}
+	ev := r.stop.Event
+	if ev.Kind != trace.KindParallelBegin || ev.Region == nil || ev.Region.Location != inner || ev.Region.Level != 2 || ev.Region.TeamSize != 2 {
+		t.Fatalf("stopped at %+v %+v, want the begin of the level-2 region at %s", ev, ev.Region, inner)
+	}
+	// The events before: 5 loop regions and the outer begin.
+	if got := r.count(trace.KindParallelBegin, ""); got != 7 || r.count(trace.KindParallelBegin, outer) != 1 {
+		t.Errorf("%d parallel-begin events printed, want 7 (5 loop, outer, the stop)", got)
+	}
+	rep := r.stop.Report
+	var levels []int
+	for _, reg := range rep.Regions {
+		levels = append(levels, reg.Level)
+		if reg.Level == 2 && (reg.ID != ev.Region.ID || reg.Location != inner || reg.TeamSize != 2) {
+			t.Errorf("report's level-2 region %+v, want %s at %s of 2", reg, ev.Region.ID, inner)
+		}
+	}
+	if !slices.Contains(levels, 1) || !slices.Contains(levels, 2) {
+		t.Errorf("report regions at levels %v, want 1 and 2", levels)
+	}
+	// The stopped thread's innermost user frame is the outer region's
+	// body at the inner construct.
+	found := false
+	for _, bt := range rep.Backtraces {
+		if bt.OSTID != ev.OSTID {
+			continue
+		}
+		found = true
+		for _, f := range bt.Frames {
+			if f.Kind == inspect.KindUser {
+				if f.Line != fixture.SourceLine(t, "trace.c", "inner") || !strings.HasPrefix(f.Function, "constructs.omp_outlined_debug__") {
+					t.Errorf("thread %d's innermost user frame %s at line %d, want the outer body at %s", ev.OSTID, f.Function, f.Line, inner)
+				}
+				break
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no backtrace of the stopped thread %d", ev.OSTID)
+	}
+}
+
+// TestTraceThenDetach: after --stop-at, the program runs on untraced and
+// finishes as it would have.
+func TestTraceThenDetach(t *testing.T) {
+	fixture.Build(t)
+	r := runTraced(t, nil, "run", "--stop-at", "task-begin", "--then", "detach", "--", fixture.Exe(t, "trace"))
+	if r.code != 0 || r.exit == nil || !r.exit.Detached || r.stop == nil || r.stop.Event.Kind != trace.KindTaskBegin {
+		t.Fatalf("exit code %d, exit %+v, stop %v; want 0, detached at a task-begin", r.code, r.exit, r.stop)
+	}
+	// The program's output reaches ompd-inspect's stdout pipe after
+	// ompd-inspect has exited; Run waits for the pipe to close.
+	if r.stdout != "sum=11770\n" {
+		t.Errorf("program output %q, want sum=11770", r.stdout)
+	}
+	if got := r.count(trace.KindTaskBegin, ""); got != 1 {
+		t.Errorf("%d task-begin events, want the one stopped at", got)
+	}
+}
+
+// TestTraceProgramUnchanged: programs that handle signals, fork, or load
+// the runtime late give the same output and exit code traced as not.
+func TestTraceProgramUnchanged(t *testing.T) {
+	fixture.Build(t)
+	for _, c := range []struct {
+		name  string
+		args  []string
+		count map[string]int // parallel-begin by location
+	}{
+		{"trace", []string{"signals"}, map[string]int{srcLoc(t, "trace.c", "loop"): 5}},
+		// The forked child's regions are not traced: it is released with
+		// the breakpoints removed, and exits 5 (child=5) only if its
+		// regions ran.
+		{"trace", []string{"fork"}, map[string]int{srcLoc(t, "trace.c", "loop"): 5, srcLoc(t, "trace.c", "child"): 0}},
+		{"late", nil, map[string]int{srcLoc(t, "libwork.c", "work"): 4}},
+	} {
+		t.Run(c.name+strings.Join(c.args, ""), func(t *testing.T) {
+			wantOut, wantCode := untraced(t, c.name, c.args...)
+			r := runTraced(t, nil, append([]string{"run", "--events", "all", "--", fixture.Exe(t, c.name)}, c.args...)...)
+			if r.stdout != wantOut || r.code != wantCode {
+				t.Errorf("traced: output %q exit %d; untraced: %q exit %d", r.stdout, r.code, wantOut, wantCode)
+			}
+			for l, n := range c.count {
+				if got := r.count(trace.KindParallelBegin, l); got != n {
+					t.Errorf("parallel-begin at %s: %d, want %d", l, got, n)
+				}
+			}
+		})
+	}
+}
+
+// TestTraceInterrupted: SIGINT to ompd-inspect while it traces a busy
+// process removes every breakpoint (the original bytes are back) and
+// detaches; the program runs on and finishes normally.
+func TestTraceInterrupted(t *testing.T) {
+	fixture.Build(t)
+	prog := exec.Command(fixture.Exe(t, "trace"), "hold")
+	prog.Env = append(os.Environ(), "OMP_DEBUG=enabled")
+	stdout, err := prog.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prog.Process.Kill(); prog.Wait() })
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "HOLD pid=") {
+		t.Fatalf("first line %q, want HOLD", lines.Text())
+	}
+	pid := prog.Process.Pid
+
+	out := filepath.Join(t.TempDir(), "trace.json")
+	cli := exec.Command(builtCLI(t), "attach", strconv.Itoa(pid), "--trace", "--json", "--events", "parallel", "--output", out)
+	var se bytes.Buffer
+	cli.Stderr = &se
+	if err := cli.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Process.Kill(); cli.Wait() })
+	// Wait until some events are traced (bounded by the hang guard).
+	deadline := time.Now().Add(traceHangGuard)
+	for {
+		data, _ := os.ReadFile(out)
+		if bytes.Count(data, []byte(`"event":"parallel-end"`)) >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no events traced; stderr %s", se.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := cli.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err = cli.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("ompd-inspect ended with %v, want exit code 130; stderr %s", err, se.String())
+	}
+	if want := fmt.Sprintf("ompd-inspect: SIGINT: removed the breakpoints and detached from process %d\n", pid); se.String() != want {
+		t.Errorf("stderr %q, want %q", se.String(), want)
+	}
+	// Every thread untraced and not stopped; every location holds its
+	// original instruction again.
+	for _, tid := range fixture.ThreadIDsOf(t, pid) {
+		if state, tracer := fixture.TaskState(t, pid, tid); tracer != 0 || state == 't' || state == 'T' {
+			t.Errorf("thread %d: state %c, tracer %d after the interrupt", tid, state, tracer)
+		}
+	}
+	checkLocationsRestored(t, pid)
+	// The program goes on: it finishes its hold loop on SIGUSR1.
+	if err := prog.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	var rest []string
+	for lines.Scan() {
+		rest = append(rest, lines.Text())
+	}
+	werr := prog.Wait()
+	if !slices.Equal(rest, []string{"held=yes", "sum=11770"}) || prog.ProcessState.ExitCode() != 3 {
+		t.Errorf("program after the trace: output %q, exit %v; want held=yes, sum=11770, exit 3", rest, werr)
+	}
+}
+
+// checkLocationsRestored reads the first byte of every OMPD breakpoint
+// location in the process's libomp: no int3 may be left.
+func checkLocationsRestored(t *testing.T, pid int) {
+	t.Helper()
+	lib := filepath.Join(fixture.OMPDLibDir(), "libomp.so")
+	f, err := elf.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base uint64
+	for _, l := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 6 && strings.HasSuffix(f[5], "/libomp.so") && f[2] == "00000000" {
+			start, _, _ := strings.Cut(f[0], "-")
+			base, _ = strconv.ParseUint(start, 16, 64)
+			break
+		}
+	}
+	if base == 0 {
+		t.Fatal("libomp is not mapped")
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	checked := 0
+	for _, s := range syms {
+		if !strings.HasPrefix(s.Name, "ompd_bp_") && s.Name != "ompd_dll_locations_valid" {
+			continue
+		}
+		var b [1]byte
+		if _, err := mem.ReadAt(b[:], int64(base+s.Value)); err != nil {
+			t.Fatal(err)
+		}
+		if b[0] != 0xc3 {
+			t.Errorf("%s: byte %#x, want the original ret (0xc3)", s.Name, b[0])
+		}
+		checked++
+	}
+	if checked != 7 {
+		t.Errorf("checked %d locations, want 7 (ompd_dll_locations_valid and 6 ompd_bp_*)", checked)
+	}
+}
+
+// TestTraceRefusals: what cannot be traced gets one line, and the target
+// is left as it was.
+func TestTraceRefusals(t *testing.T) {
+	fixture.Build(t)
+	t.Run("without collection", func(t *testing.T) {
+		p := fixture.Start(t, "nested", fixture.StartOptions{})
+		code, stderr := cliRun(t, "attach", strconv.Itoa(p.PID), "--trace")
+		want := fmt.Sprintf("ompd-inspect: process %d runs without OMPD data collection, so its runtime passes no breakpoint location: restart it with OMP_DEBUG=enabled in its environment (or start it with `ompd-inspect run`)\n", p.PID)
+		if code != 1 || stderr != want {
+			t.Errorf("exit %d, stderr %q; want 1 and %q", code, stderr, want)
+		}
+		if stopped := p.StoppedThreads(t); len(stopped) != 0 {
+			t.Errorf("threads %v left stopped", stopped)
+		}
+	})
+	t.Run("stripped runtime", func(t *testing.T) {
+		r := runTraced(t, nil, "run", "--", fixture.StrippedExe(t, "trace"))
+		want := "the OpenMP runtime /usr/lib/llvm-19/lib/libomp.so.5 has no OMPD breakpoint locations (ompd_bp_*): it was built without OMPD support or stripped (Debian's libomp is); no OpenMP events can be seen. Run the program with a libomp built with -DLIBOMP_OMPD_SUPPORT=ON that keeps its symbols, e.g. the one scripts/setup.sh builds"
+		if r.code != 3 || r.stdout != "sum=11770\n" || !slices.Equal(r.warns, []string{want}) || len(r.events) != 0 {
+			t.Errorf("exit %d, output %q, warnings %q, %d events; want 3, sum=11770, %q", r.code, r.stdout, r.warns, len(r.events), want)
+		}
+	})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--events", "regions", "--", "true"}, `--events: "regions" is not an event class; want parallel, task, thread, device, runtime or all`},
+		{[]string{"run", "--then", "kill", "--", "true"}, "--then goes with --stop-at"},
+		{[]string{"run", "--stop-at", "parallel:x.c", "--", "true"}, `--stop-at "parallel:x.c": want EVENT or EVENT:FILE:LINE`},
+		{[]string{"run", "--stop-at", "barrier", "--", "true"}, `--stop-at "barrier": "barrier" is not an event; want one of parallel-begin, parallel-end, task-begin, task-end, thread-begin, thread-end, device-begin, device-end, runtime-ready (or a class: parallel, task, thread, device, runtime)`},
+		{[]string{"run", "--stop-at", "task:a.c:0", "--", "true"}, `--stop-at "task:a.c:0": want EVENT:FILE:LINE with a line number above 0`},
+		{[]string{"run", "--", "/nonexistent/prog"}, `program /nonexistent/prog: exec: "/nonexistent/prog": stat /nonexistent/prog: no such file or directory`},
+		{[]string{"attach", "1", "--summary"}, "--events, --summary, --stop-at, --then and --output go with --trace"},
+		{[]string{"attach", "1", "threads", "--trace"}, "--trace takes no view and no view flags"},
+	} {
+		code, stderr := cliRun(t, c.args...)
+		if code != 1 || stderr != "ompd-inspect: "+c.want+"\n" {
+			t.Errorf("%s: exit %d, stderr %q; want 1 and %q", strings.Join(c.args, " "), code, stderr, c.want)
+		}
+	}
+}
+
+// cliRun runs the built CLI and returns its exit code and stderr.
+func cliRun(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), traceHangGuard)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, builtCLI(t), args...)
+	var se bytes.Buffer
+	cmd.Stderr = &se
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), se.String()
+}
