@@ -117,7 +117,7 @@ func (as *AddressSpace) DLLLocations() ([]string, error) {
 		}
 		out = append(out, s)
 	}
-	return out, errors.New("ompd_dll_locations: no terminating NULL within 64 entries")
+	return out, fmt.Errorf("ompd_dll_locations[] at %#x: no terminating NULL within 64 entries", arr)
 }
 
 // DisplayControlVars returns the runtime's display control variables as
@@ -176,7 +176,7 @@ func (as *AddressSpace) walkThreads() error {
 			return
 		}
 		if capacity < 0 || capacity > MaxThreads {
-			as.walkErr = fmt.Errorf("__kmp_threads_capacity is %d, outside 0..%d: the runtime's thread table looks corrupt", capacity, MaxThreads)
+			as.walkErr = fmt.Errorf("__kmp_threads_capacity at %#x is %d, outside 0..%d: the runtime's thread table looks corrupt", capAddr, capacity, MaxThreads)
 			return
 		}
 		tabAddr, err := as.cb.SymbolAddr("__kmp_threads", as.mem.lay.hint)

@@ -185,11 +185,11 @@ func (as *AddressSpace) QueuedTasks() ([]*Task, error) {
 			continue
 		}
 		n := int(int32(nproc))
-		if data == 0 || n <= 0 {
+		if data == 0 || n == 0 {
 			continue
 		}
-		if n > MaxThreads {
-			errs = append(errs, fmt.Errorf("task team at %#x has tt_nproc %d, more than %d", tt, n, MaxThreads))
+		if n < 0 || n > MaxThreads {
+			errs = append(errs, fmt.Errorf("task team at %#x has tt_nproc %d, outside 0..%d", tt, n, MaxThreads))
 			continue
 		}
 		for i := 0; i < n; i++ {

@@ -1,6 +1,7 @@
 package ompd
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -134,6 +135,10 @@ func (as *AddressSpace) ICVValue(handle any, id ICVID) (Value, error) {
 	}
 	op := "reading " + icv.Name
 	num := func(v int64, err error) (Value, error) {
+		var e *Error
+		if errors.As(err, &e) {
+			return Value{}, err // it says what was read already
+		}
 		if err != nil {
 			return Value{}, fail(op, RCError, err)
 		}

@@ -1,6 +1,7 @@
 package ompd_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -86,15 +87,21 @@ func TestAbsurdTeamSize(t *testing.T) {
 		p := try(s.handle(t, as, ptTh1).CurrentParallel()).must(t)
 		_, err := p.TeamSize()
 		wantRC(t, err, ompd.RCError)
-		wantErrContains(t, err, "team-size-var", "t_nproc", "outside 0..65536")
+		want := fmt.Sprintf("reading team-size-var: ompd_rc_error: team at %#x has t_nproc %d, outside 0..65536", p.Team(), int32(n)) // a 4-byte int
+		if err.Error() != want {
+			t.Errorf("TeamSize(): %v, want %s", err, want)
+		}
 		if _, err := p.ThreadIn(0); ompd.RCOf(err) != ompd.RCError {
 			t.Errorf("t_nproc %d: ThreadIn(0): %v", n, err)
 		}
 		if _, err := p.TaskIn(0); ompd.RCOf(err) != ompd.RCError {
 			t.Errorf("t_nproc %d: TaskIn(0): %v", n, err)
 		}
-		if _, err := icvByName(t, as, p, "team-size-var"); ompd.RCOf(err) != ompd.RCError {
-			t.Errorf("t_nproc %d: team-size-var: %v", n, err)
+		// The ICV says it once, not wrapped in a second "reading".
+		for _, name := range []string{"team-size-var", "ompd-team-size-var"} {
+			if _, err := icvByName(t, as, p, name); ompd.RCOf(err) != ompd.RCError || err.Error() != want {
+				t.Errorf("t_nproc %d: %s: %v, want %s", n, name, err, want)
+			}
 		}
 	}
 	// The bound itself is accepted; the members past the real array are
@@ -116,7 +123,10 @@ func TestAbsurdThreadsCapacity(t *testing.T) {
 		as := s.init(t)
 		_, err := as.Threads()
 		wantRC(t, err, ompd.RCError)
-		wantErrContains(t, err, "__kmp_threads_capacity", "outside 0..65536", "corrupt")
+		want := fmt.Sprintf("enumerating OpenMP threads: ompd_rc_error: __kmp_threads_capacity at %#x is %d, outside 0..65536: the runtime's thread table looks corrupt", s.b.tgt.syms["__kmp_threads_capacity"], n)
+		if err.Error() != want {
+			t.Errorf("Threads(): %v, want %s", err, want)
+		}
 		_, err = as.ThreadHandle(ompd.ThreadIDPthread, ptTh0)
 		wantRC(t, err, ompd.RCError)
 		wantErrContains(t, err, "ompd_get_thread_handle", "__kmp_threads_capacity")
@@ -331,9 +341,12 @@ func TestDLLLocationsUnterminated(t *testing.T) {
 	for i := range ptrs {
 		ptrs[i] = str
 	}
-	s.b.ptr(s.b.tgt.syms["ompd_dll_locations"], s.b.ptrArray(ptrs...))
+	arr := s.b.ptrArray(ptrs...)
+	s.b.ptr(s.b.tgt.syms["ompd_dll_locations"], arr)
 	got, err := s.init(t).DLLLocations()
-	wantErrContains(t, err, "no terminating NULL within 64 entries")
+	if want := fmt.Sprintf("ompd_dll_locations[] at %#x: no terminating NULL within 64 entries", arr); err == nil || err.Error() != want {
+		t.Errorf("DLLLocations(): %v, want %s", err, want)
+	}
 	if len(got) != 64 {
 		t.Errorf("%d locations returned with the error", len(got))
 	}
@@ -429,4 +442,21 @@ func TestCallbackErrorsWrapped(t *testing.T) {
 	_, err := s.init(t).OMPVersion()
 	wantRC(t, err, ompd.RCError)
 	wantErrContains(t, err, "ompd_get_omp_version", "reading __kmp_openmp_version at", "input/output error")
+}
+
+// A task team whose size no runtime has is an error naming it, whichever
+// side of the range it is on; the other task teams' deques are still read.
+func TestAbsurdTaskTeamSize(t *testing.T) {
+	for _, n := range []int64{ompd.MaxThreads + 1, -1} {
+		s := newScenario(t, layouts[0], full)
+		s.b.set(s.tt["TT1"], "kmp_task_team_t", "tt.tt_nproc", uint64(n))
+		qs, err := s.init(t).QueuedTasks()
+		want := fmt.Sprintf("task team at %#x has tt_nproc %d, outside 0..65536", s.tt["TT1"], n)
+		if err == nil || err.Error() != want {
+			t.Errorf("tt_nproc %d: QueuedTasks(): %v, want %s", n, err, want)
+		}
+		if len(qs) != 2 || s.name(qs[0].Addr()) != "Q5" || s.name(qs[1].Addr()) != "Q2" {
+			t.Errorf("tt_nproc %d: QueuedTasks() = %d tasks", n, len(qs))
+		}
+	}
 }

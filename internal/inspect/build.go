@@ -134,6 +134,9 @@ type builder struct {
 	tasks   handles.Table[backend.Task]
 	threadH []backend.Thread // OpenMP thread handles, parallel to ompTIDs
 	ompTIDs []int
+	// threadsErr is the fault of the runtime's thread table, when it has
+	// one (warned about once).
+	threadsErr error
 	// unavailable collects the report fields the backend cannot fill.
 	unavailable map[string]bool
 }
@@ -215,7 +218,7 @@ func (b *builder) runtime() {
 		b.warn("runtime version: %v", err)
 	}
 	if b.dllLocsErr != nil {
-		b.warn("ompd_dll_locations: %v", b.dllLocsErr)
+		b.warn("%v", b.dllLocsErr) // it names ompd_dll_locations
 	}
 	r.OMPDDLLLocations = b.dllLocs
 	if _, err := b.cb.typeIndex(); err == nil {
@@ -255,6 +258,7 @@ func (b *builder) symbolize(addr uint64) (fn, loc string) {
 func (b *builder) threads() {
 	if err := b.as.CheckThreads(); err != nil {
 		// Every thread handle would fail the same way: say it once.
+		b.threadsErr = err
 		b.warn("%v", err)
 		for _, nt := range b.t.Threads() {
 			b.r.Threads = append(b.r.Threads, Thread{OSTID: nt.TID, TaskStack: []string{}})
@@ -329,10 +333,14 @@ func (b *builder) taskStack(tid, cur int, region int, num *int) []string {
 	ids := []string{b.r.Tasks[cur].ID}
 	seen := map[int]bool{cur: true}
 	implicit := false
-	for depth := 0; depth < MaxNesting; depth++ {
+	for depth := 0; ; depth++ {
 		if !b.explicit(cur) {
 			implicit = true
 			break
+		}
+		if depth == MaxNesting {
+			b.warn("thread %d: the chain of scheduling tasks is longer than %d: stopped there (a cycle, or memory changing while read)", tid, MaxNesting)
+			return ids
 		}
 		s, err := b.tasks.At(cur).Scheduling()
 		if err != nil {
@@ -343,7 +351,7 @@ func (b *builder) taskStack(tid, cur int, region int, num *int) []string {
 		}
 		i := b.addTaskChain(s, 0)
 		if seen[i] {
-			b.warn("thread %d: the chain of scheduling tasks repeats task %s: stopped there", tid, b.r.Tasks[i].ID)
+			b.warn("thread %d: the chain of scheduling tasks repeats task %s: stopped there (a cycle, or memory changing while read)", tid, b.r.Tasks[i].ID)
 			return ids
 		}
 		ids = append(ids, b.r.Tasks[i].ID)
@@ -383,6 +391,10 @@ func (b *builder) addRegionChain(tid int, p backend.Parallel) int {
 		}
 		idx, first := b.regions.Intern(p)
 		p = b.regions.At(idx)
+		if !first && containsInt(chain, idx) {
+			b.warn("region %s: the chain of enclosing parallel regions repeats region %s: stopped there (a cycle, or memory changing while read)", b.r.Regions[chain[0]].ID, b.r.Regions[idx].ID)
+			break
+		}
 		if first {
 			b.newRegion(idx, level, p)
 		}
@@ -404,7 +416,7 @@ func (b *builder) addRegionChain(tid int, p backend.Parallel) int {
 	}
 	if depth == MaxNesting {
 		b.regions.ReleaseOne(p) // met, never kept
-		b.warn("thread %d: the chain of enclosing parallel regions is longer than %d: stopped there (a cycle, or memory changing while read)", tid, MaxNesting)
+		b.warn("region %s: the chain of enclosing parallel regions is longer than %d: stopped there (a cycle, or memory changing while read)", b.r.Regions[chain[0]].ID, MaxNesting)
 	}
 	for i := 0; i+1 < len(chain); i++ {
 		b.r.Regions[chain[i]].Parent = strp(b.r.Regions[chain[i+1]].ID)
@@ -455,7 +467,10 @@ func (b *builder) newRegion(idx, level int, p backend.Parallel) {
 		reg.ConstructFunction = loc.Function
 	} else if b.lacks(err, "regions[].construct_function") {
 		b.unavailable["regions[].location"] = true
-	} else if !errors.Is(err, ompd.ErrNoLocation) && reg.Location == "" {
+	} else if !errors.Is(err, ompd.ErrNoLocation) && (reg.Location == "" || b.r.Runtime.TypeInfo == "dwarf") {
+		// With the runtime's DWARF types the construct's location is
+		// readable: failing to read it is worth saying even when the
+		// outlined function's line stands in for it.
 		b.warn("region %s: source location: %v", id, err)
 	}
 	if !reg.Serialized {
@@ -492,6 +507,7 @@ func (b *builder) addTaskChain(k backend.Task, tid int) int {
 	if tid == 0 {
 		status = "suspended"
 	}
+	var chain []int // indexes in r.Tasks of the tasks new in this walk
 	for depth := 0; ; depth++ {
 		if depth == MaxNesting {
 			b.warn("task %s: the chain of generating tasks is longer than %d: stopped there (a cycle, or memory changing while read)", b.r.Tasks[first].ID, MaxNesting)
@@ -503,6 +519,11 @@ func (b *builder) addTaskChain(k backend.Task, tid int) int {
 		if first < 0 {
 			first = idx
 		}
+		if !isNew && containsInt(chain, idx) {
+			b.warn("task %s: the chain of generating tasks repeats task %s: stopped there (a cycle, or memory changing while read)", b.r.Tasks[first].ID, b.r.Tasks[idx].ID)
+			return first
+		}
+		chain = append(chain, idx)
 		if prev >= 0 {
 			b.r.Tasks[prev].Parent = strp(b.taskID(idx))
 		}
@@ -581,6 +602,8 @@ func (b *builder) newTask(idx int, k backend.Task, status string, tid int) {
 			// stacks names outlined task functions after the construct's
 			// function.
 			b.unavailable["backtraces[].frames[].user_function"] = true
+		} else if !errors.Is(err, ompd.ErrNoLocation) && b.r.Runtime.TypeInfo == "dwarf" {
+			b.warn("task %s: source location: %v", id, err)
 		}
 	}
 	if b.r.Runtime.StateTracking {
@@ -593,7 +616,9 @@ func (b *builder) newTask(idx int, k backend.Task, status string, tid int) {
 
 func (b *builder) queued() {
 	tasks, err := b.as.QueuedTasks()
-	if err != nil && !errors.Is(err, ompd.ErrNoTypeLayouts) && !b.lacks(err, "tasks[status=queued]") { // runtime() said so
+	// runtime() said why there are no type layouts, threads() what is
+	// wrong with the thread table.
+	if err != nil && !errors.Is(err, ompd.ErrNoTypeLayouts) && !b.lacks(err, "tasks[status=queued]") && b.threadsErr == nil {
 		b.warn("queued tasks: %v", err)
 	}
 	for _, k := range tasks {
@@ -655,7 +680,11 @@ func (b *builder) icvs() {
 	add := func(icv ompd.ICV, owner any, h any) {
 		v, err := b.as.ICV(h, icv)
 		if err != nil {
-			b.warn("ICV %s (%s %v): %v", icv.Name, icv.Scope, owner, err)
+			if owner == nil {
+				b.warn("ICV %s (%s): %v", icv.Name, icv.Scope, err)
+			} else {
+				b.warn("ICV %s (%s %v): %v", icv.Name, icv.Scope, owner, err)
+			}
 			return
 		}
 		var val any = v.Num
