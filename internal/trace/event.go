@@ -54,14 +54,10 @@ func (c *eventCallbacks) ThreadContext(kind ompd.ThreadIDKind, id uint64) (ompd.
 
 // event handles one pass of thread tid through a breakpoint location. done
 // is true when the trace ends here (--stop-at with --then detach or kill).
-func (s *session) event(kind string, tid int) (done bool, exit Exit, err error) {
+func (s *session) event(kind string, tid int, regs target.Registers) (done bool, exit Exit, err error) {
 	ev := Event{Time: s.now(), Kind: kind, OSTID: tid}
 	s.sum.events[kind]++
 	s.sum.threads[tid] = true
-	regs, err := s.tc.Registers(tid)
-	if err != nil {
-		return false, Exit{}, err
-	}
 	s.view.thread = []target.Thread{{TID: tid, Regs: regs}}
 	as, err := s.addressSpace()
 	if err != nil {
@@ -167,17 +163,13 @@ func (s *session) calledFrom(regs target.Registers, name string) bool {
 
 // teamSwitched finishes a parallel-begin event once its thread made the
 // new region current.
-func (s *session) teamSwitched(tid int) (bool, Exit, error) {
+func (s *session) teamSwitched(tid int, regs target.Registers) (bool, Exit, error) {
 	pb := s.begins[tid]
 	delete(s.begins, tid)
 	if pb == nil {
 		return false, Exit{}, nil
 	}
 	ev := pb.ev
-	regs, err := s.tc.Registers(tid)
-	if err != nil {
-		return false, Exit{}, err
-	}
 	s.view.thread = []target.Thread{{TID: tid, Regs: regs}}
 	as, err := s.addressSpace()
 	if err != nil {

@@ -219,7 +219,7 @@ func (s *session) run() (Exit, error) {
 				return s.abandon(err)
 			}
 		case ptrace.EventWatch:
-			if done, exit, err := s.teamSwitched(ev.TID); done || err != nil {
+			if done, exit, err := s.teamSwitched(ev.TID, ev.Regs); done || err != nil {
 				return exit, err
 			}
 		case ptrace.EventBreakpoint:
@@ -234,7 +234,7 @@ func (s *session) run() (Exit, error) {
 			if !ok {
 				continue
 			}
-			if done, exit, err := s.event(kind, ev.TID); done || err != nil {
+			if done, exit, err := s.event(kind, ev.TID, ev.Regs); done || err != nil {
 				return exit, err
 			}
 		}

@@ -61,6 +61,9 @@ type Event struct {
 	// killed the process (then ExitCode is 0).
 	ExitCode int
 	Signal   int
+	// Regs are the registers of thread TID at an EventBreakpoint (rip is
+	// the breakpoint's address) or EventWatch.
+	Regs target.Registers
 }
 
 // Tracee is a process that runs under ompd-inspect's control: it runs
@@ -246,24 +249,6 @@ func (t *Tracee) ReadMemory(addr uint64, buf []byte) error {
 		return fmt.Errorf("process %d: %w", t.pid, err)
 	}
 	return nil
-}
-
-// Registers returns the registers of a stopped thread.
-func (t *Tracee) Registers(tid int) (target.Registers, error) {
-	var regs target.Registers
-	var err error
-	t.tr.do(func() {
-		th := t.threads[tid]
-		if th == nil || !th.stopped {
-			err = fmt.Errorf("process %d: thread %d is not stopped", t.pid, tid)
-			return
-		}
-		regs, err = getRegs(tid)
-		if err == nil && th.hit != 0 {
-			regs.Rip = th.hit // report the location, not the byte after the int3
-		}
-	})
-	return regs, err
 }
 
 // Warnings lists what the Tracee noticed and worked around.
@@ -687,16 +672,21 @@ func (t *Tracee) handle(wpid int, ws unix.WaitStatus, stopping bool) (Event, boo
 	case 0:
 		th.stopped = true
 		if sig == unix.SIGTRAP {
-			if addr, ok := t.breakpointHit(wpid); ok {
+			if addr, regs, ok := t.breakpointHit(wpid); ok {
 				th.hit = addr
-				return Event{Kind: EventBreakpoint, TID: wpid, Addr: addr}, true, nil
+				regs.Rip = addr
+				return Event{Kind: EventBreakpoint, TID: wpid, Addr: addr, Regs: regs}, true, nil
 			}
 			if th.watching && t.watchHit(wpid) {
 				th.watching = false
 				if err := clearWatch(wpid); err != nil {
 					return Event{}, false, fmt.Errorf("process %d: clearing the watch of thread %d: %w", t.pid, wpid, err)
 				}
-				return Event{Kind: EventWatch, TID: wpid}, true, nil
+				regs, err := getRegs(wpid)
+				if err != nil {
+					return Event{}, false, fmt.Errorf("process %d: reading the registers of thread %d: %w", t.pid, wpid, err)
+				}
+				return Event{Kind: EventWatch, TID: wpid, Regs: regs}, true, nil
 			}
 		}
 		th.signal = int(sig)
@@ -718,20 +708,17 @@ func (t *Tracee) after(th *tthread, stopping bool) error {
 }
 
 // breakpointHit reports whether thread tid's SIGTRAP comes from one of
-// the breakpoints' int3, and which.
-func (t *Tracee) breakpointHit(tid int) (uint64, bool) {
+// the breakpoints' int3, which, and the thread's registers.
+func (t *Tracee) breakpointHit(tid int) (uint64, target.Registers, bool) {
 	info, err := getSiginfo(tid)
 	if err != nil || info.code != siKernel {
-		return 0, false
+		return 0, target.Registers{}, false
 	}
-	var r unix.PtraceRegs
-	if err := unix.PtraceGetRegs(tid, &r); err != nil {
-		return 0, false
+	regs, err := getRegs(tid)
+	if err != nil || t.bps[regs.Rip-1] == nil {
+		return 0, target.Registers{}, false
 	}
-	if t.bps[r.Rip-1] == nil {
-		return 0, false
-	}
-	return r.Rip - 1, true
+	return regs.Rip - 1, regs, true
 }
 
 // handleRelative follows a child process of the tracee.
@@ -758,7 +745,7 @@ func (t *Tracee) handleRelative(rel *relative, ws unix.WaitStatus) error {
 		}
 		return nil // held until the parent's fork event says what it is
 	case event == 0 && sig == unix.SIGTRAP:
-		if addr, ok := t.breakpointHit(rel.pid); ok {
+		if addr, _, ok := t.breakpointHit(rel.pid); ok {
 			// A vforked child passing a breakpoint of the shared memory.
 			th := &tthread{tid: rel.pid, hit: addr}
 			if err := t.stepOverReturn(th); err != nil {
