@@ -1,6 +1,7 @@
 package ptrace
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -9,6 +10,9 @@ import (
 
 // int3 is the x86 breakpoint instruction.
 const int3 = 0xcc
+
+// endbr64 is the CET landing pad that may open a function.
+var endbr64 = []byte{0xf3, 0x0f, 0x1e, 0xfa}
 
 // maxSiteScan bounds how many instructions ReturnSite decodes.
 const maxSiteScan = 64
@@ -38,6 +42,10 @@ func ReturnSite(code []byte) (int, error) {
 	for range maxSiteScan {
 		if off >= len(code) {
 			break
+		}
+		if bytes.HasPrefix(code[off:], endbr64) {
+			off += len(endbr64) // not known to the decoder
+			continue
 		}
 		inst, err := x86asm.Decode(code[off:], 64)
 		if err != nil {
