@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,31 +154,35 @@ func TestTruncatedCore(t *testing.T) {
 	}
 }
 
-// SIGTERM while ompd-inspect is attached: it detaches, exits 143, and the
-// target runs on untraced.
+// SIGTERM, SIGINT or SIGHUP while ompd-inspect is attached: it detaches,
+// says so in one line, exits 128+signal, and the target runs on untraced.
 func TestSignalWhileAttached(t *testing.T) {
 	bin := builtCLI(t)
 	p := fixture.Start(t, "nested", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}})
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		cmd := exec.Command(bin, "attach", strconv.Itoa(p.PID))
 		cmd.Env = append(os.Environ(), "OMPD_INSPECT_PAUSE_ATTACHED=1")
 		stderr, _ := cmd.StderrPipe()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		buf := make([]byte, 256)
-		n, _ := stderr.Read(buf)
-		if !strings.HasPrefix(string(buf[:n]), "ompd-inspect: attached to process") {
-			t.Fatalf("no pause line: %q", buf[:n])
+		pause := pauseLine(p.PID)
+		buf := make([]byte, len(pause))
+		if _, err := io.ReadFull(stderr, buf); err != nil || string(buf) != pause {
+			t.Fatalf("no pause line: %q (%v)", buf, err)
 		}
 		if len(p.StoppedThreads(t)) == 0 {
 			t.Fatalf("process %d is not stopped while attached", p.PID)
 		}
 		cmd.Process.Signal(sig)
+		rest, _ := io.ReadAll(stderr)
 		err := cmd.Wait()
 		ee, ok := err.(*exec.ExitError)
 		if !ok || ee.ExitCode() != 128+int(sig) {
 			t.Errorf("%v: exit %v; want %d", sig, err, 128+int(sig))
+		}
+		if want := detachedLine(sig, p.PID); string(rest) != want {
+			t.Errorf("%v: stderr %q after the pause line, want %q", sig, rest, want)
 		}
 		assertRunning(t, p)
 	}

@@ -2,7 +2,7 @@
 // file: threads and what they wait for, the tree of parallel regions, the
 // tasks, the ICVs and the runtime's control variables.
 //
-//	ompd-inspect attach <pid> [summary|threads|regions|tasks|icvs|env] [--json]
+//	ompd-inspect attach <pid> [summary|threads|regions|tasks|icvs|env] [--json] [--retry[=N]]
 //	ompd-inspect core <corefile> [view] [--exe PATH] [--sysroot DIR] [--search-path DIR] [--json]
 package main
 
@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -48,7 +50,8 @@ func main() {
 
 // run executes the command line and returns the exit code. A panic is
 // turned into one line on stderr; the targets' own deferred Close calls
-// have run by then.
+// have run by then. An attach interrupted by SIGINT, SIGTERM or SIGHUP
+// exits with 128+signal.
 func run(args []string, stdout, stderr io.Writer) (code int) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -67,6 +70,9 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	if err := root.Execute(); err != nil {
 		if err != errSilentFailure {
 			fmt.Fprintf(stderr, "ompd-inspect: %s\n", oneLine(err.Error()))
+		}
+		if ie := (*ptrace.InterruptedError)(nil); errors.As(err, &ie) {
+			return ie.ExitCode()
 		}
 		return 1
 	}
@@ -98,12 +104,17 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 
 	var traceAttached bool
 	var tf traceFlags
+	var retries int
 	attach := &cobra.Command{
 		Use:   "attach PID [VIEW]",
 		Short: "Attach to a running process, report, and detach",
 		Long:  "Attach to every thread of a running process, read its OpenMP state, detach (leaving it running as it was), and print a view.\n" + viewHelp,
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			retry := cmd.Flags().Changed("retry")
+			if err := checkRetry(retry, retries, args, traceAttached); err != nil {
+				return err
+			}
 			view, err := viewArg(args)
 			if err != nil {
 				return err
@@ -115,22 +126,45 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 			if err != nil || pid <= 0 {
 				return fmt.Errorf("%q is not a process id", args[0])
 			}
+			if !traceAttached && tracing(cmd) {
+				return errors.New("--events, --summary, --stop-at, --then and --output go with --trace")
+			}
 			if traceAttached {
-				if len(args) > 1 || vf != (viewFlags{backend: vf.backend}) || vf.backend != backend.NameNative {
+				if len(args) > 1 || vf != (viewFlags{json: vf.json, backend: backend.NameNative}) {
 					return errors.New("--trace takes no view and no view flags")
 				}
+				tf.json = vf.json
 				return attachTrace(pid, tf, stderr, exitCode)
 			}
-			reps, err := inspectProcess(pid, view, vf)
+			// From before the first ptrace request until the output is
+			// written, SIGINT, SIGTERM and SIGHUP end ompd-inspect with
+			// one line and 128+signal, the target released.
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+			defer signal.Stop(sigs)
+			var reps []*inspect.Report
+			note := ""
+			if retry {
+				reps, note, err = inspectRetrying(pid, view, vf, retries, sigs)
+			} else {
+				reps, err = inspectProcess(pid, view, vf, sigs)
+			}
 			if err != nil {
 				return err
 			}
-			return showAll(stdout, reps, view, vf)
+			defer exitOnSignal(pid, sigs)()
+			err = showAll(stdout, reps, view, vf)
+			if note != "" {
+				fmt.Fprintln(stderr, note)
+			}
+			return err
 		},
 	}
 	addViewFlags(attach)
+	attach.Flags().IntVar(&retries, "retry", 0, retryHelp)
+	attach.Flags().Lookup("retry").NoOptDefVal = strconv.Itoa(defaultRetries)
 	attach.Flags().BoolVar(&traceAttached, "trace", false, "follow the process's OpenMP events instead of printing a view (its runtime must run with OMP_DEBUG=enabled); see run for the trace flags")
-	addTraceFlags(attach, &tf)
+	addTraceFlags(attach, &tf, false)
 
 	var copts core.Options
 	coreCmd := &cobra.Command{
@@ -181,14 +215,20 @@ func viewArg(args []string) (string, error) {
 
 // inspectProcess attaches, builds the report and detaches before anything
 // is printed, so the target is stopped for as short a time as possible.
-func inspectProcess(pid int, view string, vf viewFlags) ([]*inspect.Report, error) {
-	p, err := ptrace.Attach(pid, ptrace.Options{})
+// sigs are the signals caught for the attach: one that arrives while
+// attaching or attached ends ompd-inspect with one line, the target
+// released.
+func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) ([]*inspect.Report, error) {
+	p, err := ptrace.Attach(pid, ptrace.Options{Interrupt: sigs})
 	if err != nil {
 		return nil, err
 	}
 	stop := p.DetachOnSignals()
 	defer stop()
 	defer p.Close()
+	if afterAttach != nil {
+		afterAttach(pid)
+	}
 	if os.Getenv("OMPD_INSPECT_PAUSE_ATTACHED") != "" {
 		// For tests: hold the target stopped until a signal arrives.
 		fmt.Fprintf(os.Stderr, "ompd-inspect: attached to process %d; waiting for a signal\n", pid)
@@ -204,6 +244,34 @@ func inspectProcess(pid int, view string, vf viewFlags) ([]*inspect.Report, erro
 		err = fmt.Errorf("detaching from process %d: %w", pid, cerr)
 	}
 	return reps, err
+}
+
+// afterAttach, when set (by tests), runs right after Attach, before the
+// report is built.
+var afterAttach func(pid int)
+
+// exitOnSignal answers SIGINT, SIGTERM and SIGHUP on sigs once the target
+// is detached and until the output is written (it returns the function
+// that stops it): ompd-inspect exits with 128+signal after the line it
+// prints while attached; the output may be cut.
+func exitOnSignal(pid int, sigs <-chan os.Signal) (stop func()) {
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case s := <-sigs:
+			sig, _ := s.(syscall.Signal)
+			e := &ptrace.InterruptedError{PID: pid, Signal: sig, Attached: true}
+			fmt.Fprintf(os.Stderr, "ompd-inspect: %v\n", e)
+			os.Exit(e.ExitCode())
+		case <-quit:
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
+	}
 }
 
 // stackViews are the views that show stacks or top user frames.

@@ -44,7 +44,9 @@ func BenchmarkTraceRegions(b *testing.B) {
 	}
 	var alone, traced time.Duration
 	b.Run("alone", func(b *testing.B) { alone = run(b, exe, "regions", n) })
-	b.Run("traced", func(b *testing.B) { traced = run(b, builtCLI(b), "run", "--summary", "-o", os.DevNull, "--", exe, "regions", n) })
+	b.Run("traced", func(b *testing.B) {
+		traced = run(b, builtCLI(b), "run", "--summary", "-o", os.DevNull, "--", exe, "regions", n)
+	})
 	if alone > 0 && traced > 0 {
 		b.Logf("per region: alone %v, traced %v, overhead %v (%.1fx)", alone, traced, traced-alone, float64(traced)/float64(alone))
 	}

@@ -1,11 +1,14 @@
 package ptrace
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"sort"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -32,6 +35,11 @@ type threadState struct {
 // exit meanwhile are dropped with a warning. On failure nothing stays
 // attached.
 //
+// A process that ends while it is attached gives an error wrapping ErrGone
+// (the same line as Alive's); one that executes a new program gives an
+// error wrapping ErrExec; a signal on opts.Interrupt gives an
+// *InterruptedError.
+//
 // The caller must `defer p.Close()` (and recover panics) so that the
 // process is always released.
 //
@@ -47,6 +55,9 @@ func Attach(pid int, opts Options) (*Process, error) {
 	if opts.StopInterval <= 0 {
 		opts.StopInterval = DefaultStopInterval
 	}
+	if sig, ok := pendingSignal(opts.Interrupt); ok {
+		return nil, &InterruptedError{PID: pid, Signal: sig}
+	}
 	wasStopped, err := precheck(pid)
 	if err != nil {
 		return nil, err
@@ -54,12 +65,19 @@ func Attach(pid int, opts Options) (*Process, error) {
 	p := &Process{
 		pid:        pid,
 		wasStopped: wasStopped,
+		interrupt:  opts.Interrupt,
 		tstate:     make(map[int]*threadState),
 		gone:       make(map[int]bool),
 	}
+	// What identifies the program the process runs now; compared once
+	// every thread has stopped, it shows an exec that raced the attach.
+	p.image, p.imageErr = execIdentity(pid)
 	p.tr = startTracer()
 	p.tr.do(func() {
 		err = p.attachAll(opts)
+		if err == nil && p.execed() {
+			err = p.execError()
+		}
 		if err == nil {
 			err = p.readRegisters()
 		}
@@ -68,8 +86,19 @@ func Attach(pid int, opts Options) (*Process, error) {
 		}
 	})
 	if err != nil {
+		var ie *InterruptedError
+		interrupted := errors.As(err, &ie)
+		if !interrupted && !errors.Is(err, ErrExec) && p.execed() {
+			// Whatever went wrong, the process now runs another program:
+			// that is what happened.
+			err = p.execError()
+		}
 		if serr := p.tr.stop(); serr != nil {
-			err = errors.Join(err, fmt.Errorf("process %d: detaching: %w", pid, serr))
+			if interrupted {
+				ie.Err = serr
+			} else {
+				err = errors.Join(err, fmt.Errorf("process %d: detaching: %w", pid, serr))
+			}
 		}
 		return nil, err
 	}
@@ -169,17 +198,91 @@ const (
 	warnHasExited            = "thread %d has exited; it is not listed"
 )
 
+// goneError is the error of a process that ended while it was attached:
+// the same line as Alive's.
+func (p *Process) goneError() error {
+	return fmt.Errorf("process %d: %w while it was being read (killed, or it exited); nothing is reported", p.pid, ErrGone)
+}
+
+// execError is the error of a process that executed a new program while
+// it was being attached.
+func (p *Process) execError() error {
+	return fmt.Errorf("process %d: %w; try again", p.pid, ErrExec)
+}
+
+// checkInterrupt returns an *InterruptedError when a signal has arrived
+// on Options.Interrupt.
+func (p *Process) checkInterrupt() error {
+	if sig, ok := pendingSignal(p.interrupt); ok {
+		return &InterruptedError{PID: p.pid, Signal: sig, Attached: p.seized > 0}
+	}
+	return nil
+}
+
+// execIdentity returns what identifies the program image process pid runs:
+// its auxiliary vector and the 16 random bytes the kernel put on the new
+// stack for it (AT_RANDOM). Both change with every exec; the random bytes
+// also when address space randomization is off.
+func execIdentity(pid int) ([]byte, error) {
+	auxv, err := os.ReadFile(fmt.Sprintf("/proc/%d/auxv", pid))
+	if err != nil {
+		return nil, err
+	}
+	if len(auxv) == 0 {
+		return nil, fmt.Errorf("process %d: empty auxiliary vector", pid)
+	}
+	id := append([]byte(nil), auxv...)
+	for i := 0; i+16 <= len(auxv); i += 16 {
+		if binary.LittleEndian.Uint64(auxv[i:]) != atRandom {
+			continue
+		}
+		m := newMemReader(pid, pid)
+		defer m.close()
+		random := make([]byte, 16)
+		if n, err := m.ReadPages(binary.LittleEndian.Uint64(auxv[i+8:]), random); err == nil && n == len(random) {
+			id = append(id, random...)
+		}
+		break
+	}
+	return id, nil
+}
+
+// atRandom is the auxiliary vector's AT_RANDOM tag.
+const atRandom = 25
+
+// execed reports whether the process now runs another program image than
+// when Attach began. A process caught in the middle of an exec has no
+// auxiliary vector yet: one that has one now has executed a new program.
+// (One whose main thread has exited has none before or after.)
+func (p *Process) execed() bool {
+	id, err := execIdentity(p.pid)
+	return err == nil && (p.imageErr != nil || !bytes.Equal(id, p.image))
+}
+
+// vanished explains why no thread is left to attach, though precheck found
+// the process: it executed a new program (the kernel kills the other
+// threads and gives the executing one the process id), or it ended.
+func (p *Process) vanished() error {
+	if p.execed() {
+		return p.execError()
+	}
+	return p.goneError()
+}
+
 // attachAll seizes and interrupts every thread, re-reading the task list
 // until a read made while all known threads are stopped shows no new one.
 // It runs on the tracing thread.
 func (p *Process) attachAll(opts Options) error {
 	for round := 0; ; round++ {
+		if err := p.checkInterrupt(); err != nil {
+			return err
+		}
 		if round == maxAttachRounds {
 			return fmt.Errorf("process %d: new threads kept appearing after %d rounds of attaching", p.pid, round)
 		}
 		tids, err := listTasks(p.pid)
 		if errors.Is(err, fs.ErrNotExist) {
-			return p.exitedError(round)
+			return p.vanished()
 		}
 		if err != nil {
 			return fmt.Errorf("process %d: listing threads: %w", p.pid, err)
@@ -196,9 +299,12 @@ func (p *Process) attachAll(opts Options) error {
 			if ok {
 				added++
 			}
+			if err := p.checkInterrupt(); err != nil {
+				return err
+			}
 		}
 		if len(p.tstate) == 0 {
-			return p.exitedError(round)
+			return p.vanished()
 		}
 		if added == 0 && p.allStopped() {
 			return nil
@@ -209,20 +315,17 @@ func (p *Process) attachAll(opts Options) error {
 	}
 }
 
-// exitedError reports a process that vanished before or while attaching.
-func (p *Process) exitedError(round int) error {
-	if round == 0 {
-		return fmt.Errorf("process %d: %w", p.pid, unix.ESRCH)
-	}
-	return fmt.Errorf("process %d: exited while ompd-inspect was attaching to it", p.pid)
-}
+// seizeOptions are the ptrace options of the threads Attach seizes: new
+// threads are traced too, and an exec stops the thread that executes.
+const seizeOptions = unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEEXEC
 
 // seize attaches to one thread and asks it to stop. It reports whether the
 // thread is now traced; a thread that has exited is dropped.
 func (p *Process) seize(tid int, opts Options) (bool, error) {
-	err := ptraceSeize(tid, unix.PTRACE_O_TRACECLONE)
+	err := ptraceSeize(tid, seizeOptions)
 	switch {
 	case err == nil:
+		p.seized++
 		p.tstate[tid] = &threadState{tid: tid}
 		if opts.afterSeize != nil {
 			opts.afterSeize(tid)
@@ -254,6 +357,11 @@ func (p *Process) seize(tid int, opts Options) (bool, error) {
 			case st.TracerPid != 0:
 				tpid, name := tracerOf(st.TracerPid)
 				return false, &AlreadyTracedError{PID: p.pid, TracerPID: tpid, TracerName: name}
+			case taskExiting(p.pid, tid):
+				// Killed, exiting, or killed by another thread's exec:
+				// the kernel refuses to attach to an exiting thread.
+				p.drop(tid, warnExitedWhileAttaching)
+				return false, nil
 			}
 		}
 		return false, fmt.Errorf("process %d: attaching refused: %w; %s", p.pid, err, permissionHint())
@@ -288,10 +396,69 @@ func (p *Process) sortedTIDs() []int {
 	return tids
 }
 
+// pfExiting is the kernel's PF_EXITING task flag (field 9 of
+// /proc/PID/task/TID/stat): the thread is on its way out.
+const pfExiting = 0x4
+
+// taskExiting reports whether thread tid of process pid is exiting.
+func taskExiting(pid, tid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return false
+	}
+	// The fields start after the command name's last ')'; flags is the
+	// seventh of them (field 9).
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return false
+	}
+	f := bytes.Fields(data[i+1:])
+	if len(f) < 7 {
+		return false
+	}
+	flags, err := strconv.ParseUint(string(f[6]), 10, 64)
+	return err == nil && flags&pfExiting != 0
+}
+
+// statusEvery is how many polls without a stop pass before waitStopped
+// looks at the thread in /proc, and again after as many more.
+const statusEvery = 20
+
+// recheck looks at a traced thread that has not reported its stop after
+// statusEvery polls. A thread whose exit will not be reported soon (gone
+// from /proc, a zombie: a main thread's exit is reported only after every
+// other thread's) is dropped, and so is one no longer traced by this
+// tracer (the main thread after another thread's exec, which the
+// comparison of program images then reports). A thread still traced is
+// interrupted again: seizing it may have raced an exec that changed its
+// thread id. It reports whether the thread was dropped, and runs on the
+// tracing thread.
+func (p *Process) recheck(tid int) bool {
+	st, err := readStatus(fmt.Sprintf("/proc/%d/task/%d/status", p.pid, tid))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		p.drop(tid, warnExitedWhileAttaching)
+		return true
+	case err != nil:
+		return false
+	case st.stateLetter() == 'Z' || st.stateLetter() == 'X':
+		p.drop(tid, warnHasExited)
+		return true
+	case st.TracerPid != p.tr.tid:
+		p.drop(tid, warnExitedWhileAttaching)
+		return true
+	}
+	_ = unix.PtraceInterrupt(tid) // best effort; ESRCH: its exit is on its way
+	return false
+}
+
 // waitStopped polls every traced thread that has not stopped yet until all
 // have, each at most opts.StopTries times.
 func (p *Process) waitStopped(opts Options) error {
 	for !p.allStopped() {
+		if err := p.checkInterrupt(); err != nil {
+			return err
+		}
 		progress := false
 		for _, tid := range p.sortedTIDs() {
 			st := p.tstate[tid]
@@ -312,6 +479,10 @@ func (p *Process) waitStopped(opts Options) error {
 				return fmt.Errorf("process %d: waiting for thread %d to stop: %w", p.pid, tid, err)
 			case wpid == 0:
 				st.polls++
+				if (st.polls%statusEvery == 0 || st.polls >= opts.StopTries) && p.recheck(tid) {
+					progress = true
+					continue
+				}
 				if st.polls >= opts.StopTries {
 					return p.notStoppingError(tid, st.polls)
 				}
@@ -380,6 +551,14 @@ func (p *Process) handleWait(st *threadState, ws unix.WaitStatus) error {
 			return fmt.Errorf("process %d: resuming thread %d after its clone: %w", p.pid, tid, err)
 		}
 		return nil
+	case unix.PTRACE_EVENT_EXEC:
+		// A thread executed a new program: the kernel has killed the
+		// other threads and given it the process id. The thread stays
+		// stopped until abort detaches it.
+		st.stopped = true
+		if !st.foreign {
+			return p.execError()
+		}
 	case unix.PTRACE_EVENT_STOP:
 		// The interrupt, the first stop of a thread TRACECLONE attached, or
 		// a group stop (the signal is then the stop signal).
@@ -447,7 +626,7 @@ func (p *Process) readRegisters() error {
 		p.threads = append(p.threads, target.Thread{TID: tid, Regs: st.regs})
 	}
 	if len(p.threads) == 0 {
-		return fmt.Errorf("process %d: exited while ompd-inspect was attaching to it", p.pid)
+		return p.vanished()
 	}
 	return nil
 }

@@ -9,14 +9,18 @@
 //
 // Callers must `defer p.Close()` right after Attach and recover panics in
 // the goroutine that holds the Process, so that a failure detaches cleanly;
-// a CLI should also call DetachOnSignals.
+// a CLI should also catch SIGINT, SIGTERM and SIGHUP before Attach, pass
+// them as Options.Interrupt, and call DetachOnSignals once attached.
 package ptrace
 
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -33,6 +37,16 @@ type Options struct {
 	// StopInterval is the pause between polling rounds in which no thread
 	// stopped. Zero means DefaultStopInterval.
 	StopInterval time.Duration
+	// Interrupt, when not nil, lets the caller stop an Attach in progress:
+	// Attach looks at it before its first request, after every thread it
+	// seizes and at every polling round, and when a signal has arrived it
+	// releases every thread seized so far and returns an
+	// *InterruptedError. A CLI passes the channel it gave signal.Notify
+	// for SIGINT, SIGTERM and SIGHUP, so that the user's interrupt is
+	// answered from the start of the attach; DetachOnSignals then watches
+	// the same channel, so a signal that arrives after Attach's last look
+	// is handled there.
+	Interrupt <-chan os.Signal
 
 	// afterSeize, when set (by tests), runs on the tracing thread after a
 	// thread has been seized and before it is interrupted.
@@ -59,6 +73,14 @@ type Process struct {
 	pid        int
 	wasStopped bool
 	tr         *tracer
+	// interrupt is Options.Interrupt; seized counts the threads Attach
+	// seized (some may have been dropped since).
+	interrupt <-chan os.Signal
+	seized    int
+	// image identifies the program the process ran when Attach began
+	// (execIdentity), unless imageErr says why it could not be read.
+	image    []byte
+	imageErr error
 
 	// Owned by the tracing thread until Attach returns, read-only after.
 	tstate map[int]*threadState // by TID
@@ -104,6 +126,78 @@ func (e *AlreadyTracedError) Error() string {
 
 // Unwrap returns the EPERM that PTRACE_SEIZE failed with.
 func (e *AlreadyTracedError) Unwrap() error { return unix.EPERM }
+
+// ErrExec is wrapped by the error of an Attach during which the process
+// executed a new program: the threads seized before the exec are gone and
+// the new image has just started, so nothing consistent can be read.
+var ErrExec = errors.New("it executed a new program (exec) while being attached")
+
+// InterruptedError reports that Attach was stopped by a signal that
+// arrived on Options.Interrupt (or that a caller interrupted its own work
+// on a process it had attached and detached). Nothing stays attached
+// unless Err says detaching failed.
+type InterruptedError struct {
+	// PID is the process Attach was asked for.
+	PID int
+	// Signal is the signal that arrived.
+	Signal syscall.Signal
+	// Attached reports whether any thread had been seized (and was
+	// released again) when the signal came.
+	Attached bool
+	// Err is what went wrong while detaching; nil when all went well.
+	Err error
+}
+
+// Error returns the line a CLI prints after "ompd-inspect: ", the same as
+// DetachOnSignals prints: "SIGINT: detached from process N", or
+// "SIGINT: interrupted before attaching to process N" when nothing had
+// been attached, or "SIGINT: detaching from process N: ..." when
+// detaching failed.
+func (e *InterruptedError) Error() string {
+	name := signalName(e.Signal)
+	switch {
+	case e.Err != nil:
+		return fmt.Sprintf("%s: detaching from process %d: %s", name, e.PID, strings.ReplaceAll(e.Err.Error(), "\n", "; "))
+	case !e.Attached:
+		return fmt.Sprintf("%s: interrupted before attaching to process %d", name, e.PID)
+	}
+	return fmt.Sprintf("%s: detached from process %d", name, e.PID)
+}
+
+// ExitCode is the exit status a CLI ends with after the interrupt:
+// 128 + the signal number, as a shell reports death by that signal.
+func (e *InterruptedError) ExitCode() int { return 128 + int(e.Signal) }
+
+// signalName returns "SIGINT" for SIGINT, and the signal's description
+// for a signal without a name.
+func signalName(sig syscall.Signal) string {
+	if n := unix.SignalName(sig); n != "" {
+		return n
+	}
+	return sig.String()
+}
+
+// pendingSignal returns the signal waiting on ch, if any, without
+// blocking.
+func pendingSignal(ch <-chan os.Signal) (syscall.Signal, bool) {
+	if ch == nil {
+		return 0, false
+	}
+	select {
+	case s := <-ch:
+		return toSyscallSignal(s), true
+	default:
+		return 0, false
+	}
+}
+
+// toSyscallSignal returns s as a signal number, 0 when it is not one.
+func toSyscallSignal(s os.Signal) syscall.Signal {
+	if ss, ok := s.(syscall.Signal); ok {
+		return ss
+	}
+	return 0
+}
 
 // PID returns the process id.
 func (p *Process) PID() int { return p.pid }

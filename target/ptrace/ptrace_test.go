@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -28,6 +29,7 @@ import (
 const (
 	helperEnv    = "OMPD_PTRACE_TEST_HELPER"
 	helperPIDEnv = "OMPD_PTRACE_TEST_PID"
+	helperSigEnv = "OMPD_PTRACE_TEST_SIGNAL"
 )
 
 func TestMain(m *testing.M) {
@@ -40,14 +42,45 @@ func TestMain(m *testing.M) {
 // runHelper attaches to the process named by helperPIDEnv. Modes:
 // "hold" prints "attached" and holds the process until standard input
 // closes; "signals" does the same after DetachOnSignals; "refused" expects
-// Attach to fail and prints its error.
+// Attach to fail and prints its error. "interrupt" is "signals" with the
+// signals caught (signal.Notify) before Attach and passed to it as
+// Options.Interrupt, as the CLI does; "interrupt-attaching" too, and it
+// sends itself the signal named by helperSigEnv right after seizing the
+// main thread, waiting until the signal is in the channel: an interrupted
+// Attach prints its error as the CLI does and exits with its code.
 func runHelper(mode string) int {
 	pid, err := strconv.Atoi(os.Getenv(helperPIDEnv))
 	if err != nil {
 		fmt.Println("helper: bad pid:", err)
 		return 2
 	}
-	p, err := Attach(pid, Options{})
+	var opts Options
+	if mode == "interrupt" || mode == "interrupt-attaching" {
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+		opts.Interrupt = sigs
+		if mode == "interrupt-attaching" {
+			sig, err := strconv.Atoi(os.Getenv(helperSigEnv))
+			if err != nil {
+				fmt.Println("helper: bad signal:", err)
+				return 2
+			}
+			opts.afterSeize = func(tid int) {
+				if tid != pid {
+					return
+				}
+				_ = unix.Kill(os.Getpid(), syscall.Signal(sig))
+				for len(sigs) == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}
+	}
+	p, err := Attach(pid, opts)
+	if ie := (*InterruptedError)(nil); errors.As(err, &ie) {
+		fmt.Fprintf(os.Stderr, "ompd-inspect: %v\n", err)
+		return ie.ExitCode()
+	}
 	if err != nil {
 		fmt.Println("error:", err)
 		if mode == "refused" {
@@ -58,7 +91,7 @@ func runHelper(mode string) int {
 	defer p.Close()
 	switch mode {
 	case "hold":
-	case "signals":
+	case "signals", "interrupt":
 		stop := p.DetachOnSignals()
 		defer stop()
 	default:
@@ -883,12 +916,22 @@ func TestKilledInspectorLeavesProcessRunning(t *testing.T) {
 	waitCounterAbove(t, tt.pid, tt.counter, c1)
 }
 
+// TestDetachOnSignals signals a helper that holds the process after
+// DetachOnSignals, with its own channel ("signals") or with the channel it
+// gave Attach as Options.Interrupt ("interrupt").
 func TestDetachOnSignals(t *testing.T) {
 	tt := startThreads(t)
-	for _, sig := range []syscall.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP} {
-		t.Run(unix.SignalName(sig), func(t *testing.T) {
+	for _, run := range []struct {
+		mode string
+		sig  syscall.Signal
+	}{
+		{"signals", unix.SIGTERM}, {"signals", unix.SIGINT}, {"signals", unix.SIGHUP},
+		{"interrupt", unix.SIGTERM}, {"interrupt", unix.SIGINT}, {"interrupt", unix.SIGHUP},
+	} {
+		sig := run.sig
+		t.Run(run.mode+"/"+unix.SignalName(sig), func(t *testing.T) {
 			c1 := readMemFile(t, tt.pid, tt.counter)
-			helper, _ := startHelper(t, "signals", tt.pid)
+			helper, _ := startHelper(t, run.mode, tt.pid)
 			if err := helper.cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
@@ -1022,4 +1065,301 @@ func TestMainThreadExited(t *testing.T) {
 	}
 	waitAllTasks(t, pid, "running with a zombie main thread", liveOrZombie)
 	waitCounterAbove(t, others[0], counter, c1)
+}
+
+// TestInterruptBeforeAttach: a signal already on Options.Interrupt stops
+// Attach before its first request.
+func TestInterruptBeforeAttach(t *testing.T) {
+	tt := startThreads(t)
+	sigs := make(chan os.Signal, 1)
+	sigs <- unix.SIGINT
+	_, err := Attach(tt.pid, Options{Interrupt: sigs})
+	want := fmt.Sprintf("SIGINT: interrupted before attaching to process %d", tt.pid)
+	var ie *InterruptedError
+	if err == nil || err.Error() != want || !errors.As(err, &ie) || ie.ExitCode() != 130 || ie.Attached {
+		t.Fatalf("Attach: %v (%#v), want %s, exit code 130", err, ie, want)
+	}
+	waitRunning(t, tt.pid)
+}
+
+// TestInterruptWhileSeizing: a signal that arrives after some threads are
+// seized makes Attach release them and say so.
+func TestInterruptWhileSeizing(t *testing.T) {
+	tt := startThreads(t)
+	c1 := readMemFile(t, tt.pid, tt.counter)
+	sigs := make(chan os.Signal, 1)
+	third := expectedTIDs(tt.tids)[2]
+	_, err := Attach(tt.pid, Options{Interrupt: sigs, afterSeize: func(tid int) {
+		if tid == third {
+			sigs <- unix.SIGTERM
+		}
+	}})
+	want := fmt.Sprintf("SIGTERM: detached from process %d", tt.pid)
+	var ie *InterruptedError
+	if err == nil || err.Error() != want || !errors.As(err, &ie) || ie.ExitCode() != 143 || ie.Signal != unix.SIGTERM {
+		t.Fatalf("Attach: %v, want %s, exit code 143", err, want)
+	}
+	waitRunning(t, tt.pid)
+	checkNoPendingSignals(t, tt.pid)
+	waitCounterAbove(t, tt.pid, tt.counter, c1)
+}
+
+// TestInterruptWhileWaiting: the main thread of vforker sleeps
+// uninterruptibly, so Attach, allowed to poll for a very long time, waits;
+// a signal ends the wait at once, and the process is left untraced.
+func TestInterruptWhileWaiting(t *testing.T) {
+	exe := buildC(t, "vforker")
+	pr := start(t, exec.Command(exe))
+	pid := atoi(t, strings.TrimPrefix(pr.next(t), "pid "))
+	child := atoi(t, strings.TrimPrefix(pr.next(t), "child "))
+	t.Cleanup(func() { _ = unix.Kill(child, unix.SIGKILL) })
+	waitAllTasks(t, pid, "in vfork", func(st map[string]string) bool { return st["State"] == "D (disk sleep)" })
+
+	sigs := make(chan os.Signal, 1)
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for range pollTries {
+			if st := taskStatus(pid, pid); st != nil && st["TracerPid"] != "0" {
+				sigs <- unix.SIGHUP
+				return
+			}
+			time.Sleep(pollInterval)
+		}
+	}()
+	// 100000 polls take at least 50 s: only the signal ends Attach.
+	_, err := Attach(pid, Options{Interrupt: sigs, StopTries: 100000})
+	<-sent
+	want := fmt.Sprintf("SIGHUP: detached from process %d", pid)
+	if err == nil || err.Error() != want {
+		t.Fatalf("Attach: %v, want %s", err, want)
+	}
+	if st := taskStatus(pid, pid); st["TracerPid"] != "0" {
+		t.Fatalf("after the interrupted attach: TracerPid %s", st["TracerPid"])
+	}
+	if err := unix.Kill(child, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if l := pr.next(t); l != "resumed" {
+		t.Fatalf("vforker printed %q", l)
+	}
+	waitRunning(t, pid)
+	checkNoPendingSignals(t, pid)
+}
+
+// TestSignalWhileAttaching runs a helper that catches the signals before
+// Attach, as the CLI does, and receives one while seizing: it prints the
+// same line as DetachOnSignals and exits with 128+signal.
+func TestSignalWhileAttaching(t *testing.T) {
+	tt := startThreads(t)
+	for _, sig := range []syscall.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP} {
+		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			c1 := readMemFile(t, tt.pid, tt.counter)
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), helperEnv+"=interrupt-attaching", helperPIDEnv+"="+strconv.Itoa(tt.pid), helperSigEnv+"="+strconv.Itoa(int(sig)))
+			var stdout, stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 128+int(sig) {
+				t.Fatalf("helper: %v, want exit status %d (stdout %q, stderr %q)", err, 128+int(sig), stdout.String(), stderr.String())
+			}
+			want := fmt.Sprintf("ompd-inspect: %s: detached from process %d\n", unix.SignalName(sig), tt.pid)
+			if stderr.String() != want || stdout.String() != "" {
+				t.Fatalf("helper stderr %q, stdout %q; want stderr %q", stderr.String(), stdout.String(), want)
+			}
+			waitRunning(t, tt.pid)
+			checkNoPendingSignals(t, tt.pid)
+			waitCounterAbove(t, tt.pid, tt.counter, c1)
+		})
+	}
+}
+
+// TestKilledWhileAttaching kills the process right after its main thread is
+// seized: Attach says in the line Alive uses that it ended.
+func TestKilledWhileAttaching(t *testing.T) {
+	tt := startThreads(t)
+	_, err := Attach(tt.pid, Options{afterSeize: func(tid int) {
+		if tid != tt.pid {
+			return
+		}
+		if err := unix.Kill(tt.pid, unix.SIGKILL); err != nil {
+			t.Errorf("kill: %v", err)
+		}
+		for range pollTries {
+			if st := taskStatus(tt.pid, tt.pid); st == nil || st["State"] == "Z (zombie)" {
+				return
+			}
+			time.Sleep(pollInterval)
+		}
+	}})
+	want := fmt.Sprintf("process %d: the process ended while it was being read (killed, or it exited); nothing is reported", tt.pid)
+	if err == nil || err.Error() != want || !errors.Is(err, ErrGone) {
+		t.Fatalf("Attach: %v, want %s", err, want)
+	}
+	// Nothing of it is left traced. (Its exit status may have gone to the
+	// tracing thread, which runs in the process's parent.)
+	for _, tid := range tasksIfAny(tt.pid) {
+		if st := taskStatus(tt.pid, tid); st != nil && st["State"] != "Z (zombie)" {
+			t.Fatalf("thread %d of the killed process: State %q TracerPid %s", tid, st["State"], st["TracerPid"])
+		}
+	}
+}
+
+// tasksIfAny lists the threads of pid, none when it is gone.
+func tasksIfAny(pid int) []int {
+	tids, _ := listTasks(pid)
+	return tids
+}
+
+// execerSource is a program whose thread "execer" executes the program
+// again (with the argument "execed") when a byte arrives on its standard
+// input, while two other threads sleep. The new image prints
+// "execed <pid>" and sleeps.
+const execerSource = `#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static char *self;
+static pthread_barrier_t started;
+static long execer_tid;
+
+static void *sleeper(void *arg) {
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+static void *execer(void *arg) {
+	(void)arg;
+	execer_tid = syscall(SYS_gettid);
+	pthread_barrier_wait(&started);
+	char c;
+	if (read(0, &c, 1) == 1) {
+		char *argv[] = {self, "execed", NULL};
+		execv("/proc/self/exe", argv);
+		perror("execv");
+		_exit(1);
+	}
+	for (;;)
+		pause();
+	return NULL;
+}
+
+int main(int argc, char **argv) {
+	self = argv[0];
+	if (argc > 1 && strcmp(argv[1], "execed") == 0) {
+		printf("execed %d\n", getpid());
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	pthread_t t;
+	pthread_barrier_init(&started, NULL, 2);
+	pthread_create(&t, NULL, sleeper, NULL);
+	pthread_create(&t, NULL, sleeper, NULL);
+	pthread_create(&t, NULL, execer, NULL);
+	pthread_barrier_wait(&started);
+	printf("execer %ld\nready\n", execer_tid);
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+`
+
+// othersDead reports whether every thread of pid but keep is a zombie or
+// gone.
+func othersDead(pid, keep int) bool {
+	for _, tid := range tasksIfAny(pid) {
+		if st := taskStatus(pid, tid); tid != keep && st != nil && st["State"] != "Z (zombie)" {
+			return false
+		}
+	}
+	return true
+}
+
+// buildSource compiles C source src into a temporary directory.
+func buildSource(t *testing.T, name, src string) string {
+	t.Helper()
+	dir := t.TempDir()
+	c := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(c, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, name)
+	if b, err := exec.Command("gcc", "-O1", "-g", "-Wall", "-pthread", "-o", out, c).CombinedOutput(); err != nil {
+		t.Fatalf("compiling %s.c: %v\n%s", name, err, b)
+	}
+	return out
+}
+
+// TestExecWhileAttaching makes a process execute a new program while
+// Attach holds it half seized, from a thread not yet seized and from one
+// seized but not yet stopped. Attach says so in one line, and the new
+// image runs on untraced.
+func TestExecWhileAttaching(t *testing.T) {
+	exe := buildSource(t, "execer", execerSource)
+	for _, by := range []string{"unseized", "seized"} {
+		t.Run(by, func(t *testing.T) {
+			cmd := exec.Command(exe)
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr := start(t, cmd)
+			t.Cleanup(func() { stdin.Close() })
+			execer := atoi(t, strings.TrimPrefix(pr.next(t), "execer "))
+			if l := pr.next(t); l != "ready" {
+				t.Fatalf("execer printed %q", l)
+			}
+			trigger := pr.pid // seize the main thread, then let the execer exec
+			if by == "seized" {
+				trigger = execer
+			}
+			var hookErr error
+			_, err = Attach(pr.pid, Options{afterSeize: func(tid int) {
+				if tid != trigger || hookErr != nil {
+					return
+				}
+				if _, hookErr = stdin.Write([]byte{'x'}); hookErr != nil {
+					return
+				}
+				for range pollTries {
+					if by == "unseized" {
+						// The exec is done: the execer's thread id is
+						// gone and the process runs the new image.
+						cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pr.pid))
+						if taskStatus(pr.pid, execer) == nil && strings.Contains(string(cl), "execed") {
+							return
+						}
+					} else if othersDead(pr.pid, execer) {
+						// The exec has killed the other threads; it
+						// completes once this tracer reaps them, which
+						// Attach does next.
+						return
+					}
+					time.Sleep(pollInterval)
+				}
+				hookErr = fmt.Errorf("process %d did not execute the new image", pr.pid)
+			}})
+			if hookErr != nil {
+				t.Fatal(hookErr)
+			}
+			want := fmt.Sprintf("process %d: it executed a new program (exec) while being attached; try again", pr.pid)
+			if err == nil || err.Error() != want || !errors.Is(err, ErrExec) {
+				t.Fatalf("Attach: %v, want %s", err, want)
+			}
+			if l := pr.next(t); l != fmt.Sprintf("execed %d", pr.pid) {
+				t.Fatalf("the new image printed %q", l)
+			}
+			waitRunning(t, pr.pid)
+			checkNoPendingSignals(t, pr.pid)
+			if tids := tasks(t, pr.pid); len(tids) != 1 || tids[0] != pr.pid {
+				t.Fatalf("threads %v after the exec, want only %d", tids, pr.pid)
+			}
+		})
+	}
 }
