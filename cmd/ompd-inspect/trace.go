@@ -155,9 +155,9 @@ func attachTrace(pid int, tf traceFlags, stderr io.Writer, code *int) error {
 	defer closeOut()
 	stop := interruptOnSignals()
 	defer stop.release()
-	p, err := ptrace.Attach(pid, ptrace.Options{})
+	p, err := ptrace.Attach(pid, ptrace.Options{Interrupt: stop.early})
 	if err != nil {
-		return err
+		return err // an InterruptedError gives 128+signal
 	}
 	if err := checkCollection(p); err != nil {
 		p.Close()
@@ -284,15 +284,16 @@ func runTrace(tc *ptrace.Tracee, out, stderr io.Writer, tf traceFlags, opts trac
 // arrives before the Tracee exists is remembered and interrupts it as soon
 // as it is set.
 type signalStop struct {
-	sigs chan os.Signal
-	quit chan struct{}
-	done chan struct{}
-	tc   chan *ptrace.Tracee
-	sig  syscall.Signal
+	sigs  chan os.Signal
+	early chan os.Signal // signals before the Tracee exists, for ptrace.Attach
+	quit  chan struct{}
+	done  chan struct{}
+	tc    chan *ptrace.Tracee
+	sig   syscall.Signal
 }
 
 func interruptOnSignals() *signalStop {
-	s := &signalStop{sigs: make(chan os.Signal, 1), quit: make(chan struct{}), done: make(chan struct{}), tc: make(chan *ptrace.Tracee, 1)}
+	s := &signalStop{sigs: make(chan os.Signal, 1), early: make(chan os.Signal, 1), quit: make(chan struct{}), done: make(chan struct{}), tc: make(chan *ptrace.Tracee, 1)}
 	signal.Notify(s.sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGPIPE)
 	go func() {
 		defer close(s.done)
@@ -310,6 +311,11 @@ func interruptOnSignals() *signalStop {
 				}
 				if tc != nil {
 					tc.Interrupt()
+				} else {
+					select {
+					case s.early <- sig:
+					default:
+					}
 				}
 			case <-s.quit:
 				return
