@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"sort"
 	"strconv"
 	"syscall"
 	"time"
@@ -382,19 +381,7 @@ func (p *Process) allStopped() bool {
 
 // sortedTIDs returns the traced TIDs, the main thread first, then
 // ascending.
-func (p *Process) sortedTIDs() []int {
-	tids := make([]int, 0, len(p.tstate))
-	for tid := range p.tstate {
-		tids = append(tids, tid)
-	}
-	sort.Slice(tids, func(i, j int) bool {
-		if (tids[i] == p.pid) != (tids[j] == p.pid) {
-			return tids[i] == p.pid
-		}
-		return tids[i] < tids[j]
-	})
-	return tids
-}
+func (p *Process) sortedTIDs() []int { return mainFirst(p.pid, p.tstate) }
 
 // pfExiting is the kernel's PF_EXITING task flag (field 9 of
 // /proc/PID/task/TID/stat): the thread is on its way out.
@@ -603,8 +590,8 @@ func (p *Process) adopt(tid, parent int) {
 // list. It runs on the tracing thread.
 func (p *Process) readRegisters() error {
 	for _, tid := range p.sortedTIDs() {
-		var r unix.PtraceRegs
-		if err := unix.PtraceGetRegs(tid, &r); err != nil {
+		regs, err := getRegs(tid)
+		if err != nil {
 			if errors.Is(err, unix.ESRCH) {
 				// Killed while stopped: it is no longer in a ptrace stop.
 				p.drop(tid, warnExitedWhileAttaching)
@@ -613,16 +600,7 @@ func (p *Process) readRegisters() error {
 			return fmt.Errorf("process %d: reading the registers of thread %d: %w", p.pid, tid, err)
 		}
 		st := p.tstate[tid]
-		st.regs = target.Registers{
-			R15: r.R15, R14: r.R14, R13: r.R13, R12: r.R12,
-			Rbp: r.Rbp, Rbx: r.Rbx, R11: r.R11, R10: r.R10,
-			R9: r.R9, R8: r.R8, Rax: r.Rax, Rcx: r.Rcx,
-			Rdx: r.Rdx, Rsi: r.Rsi, Rdi: r.Rdi,
-			OrigRax: r.Orig_rax, Rip: r.Rip, Cs: r.Cs, Eflags: r.Eflags,
-			Rsp: r.Rsp, Ss: r.Ss,
-			FSBase: r.Fs_base, GSBase: r.Gs_base,
-			Ds: r.Ds, Es: r.Es, Fs: r.Fs, Gs: r.Gs,
-		}
+		st.regs = regs
 		p.threads = append(p.threads, target.Thread{TID: tid, Regs: st.regs})
 	}
 	if len(p.threads) == 0 {

@@ -482,14 +482,18 @@ func (t *Tracee) stepOverReturn(th *tthread) error {
 }
 
 // sortedTIDs returns the traced thread ids, the main thread first.
-func (t *Tracee) sortedTIDs() []int {
-	tids := make([]int, 0, len(t.threads))
-	for tid := range t.threads {
+func (t *Tracee) sortedTIDs() []int { return mainFirst(t.pid, t.threads) }
+
+// mainFirst returns the keys of a map by thread id: the main thread (pid)
+// first, then ascending.
+func mainFirst[V any](pid int, threads map[int]V) []int {
+	tids := make([]int, 0, len(threads))
+	for tid := range threads {
 		tids = append(tids, tid)
 	}
 	sort.Slice(tids, func(i, j int) bool {
-		if (tids[i] == t.pid) != (tids[j] == t.pid) {
-			return tids[i] == t.pid
+		if (tids[i] == pid) != (tids[j] == pid) {
+			return tids[i] == pid
 		}
 		return tids[i] < tids[j]
 	})
