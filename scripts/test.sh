@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# test.sh: runs every test of ompd-inspect. It first runs scripts/setup.sh
-# (idempotent), so it also works on a fresh machine.
+# test.sh: runs every test of ompd-inspect, then a short run of each fuzz
+# target (scripts/fuzz.sh; FUZZTIME per target, default 20s). It first runs
+# scripts/setup.sh (idempotent), so it also works on a fresh machine.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -8,3 +9,4 @@ bash scripts/setup.sh
 export PATH=$PATH:/usr/local/go/bin
 go vet ./...
 go test -count=1 -timeout 40m ./... "$@"
+bash scripts/fuzz.sh

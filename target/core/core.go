@@ -34,6 +34,9 @@ const (
 	MaxMappings = 1 << 21
 	// MaxFileNoteBytes is the largest NT_FILE note read.
 	MaxFileNoteBytes = 256 << 20
+	// MaxWarnings is the largest number of warnings kept about one
+	// core; Warnings adds one line counting the rest.
+	MaxWarnings = 50
 )
 
 const (
@@ -74,7 +77,12 @@ type Options struct {
 	// Exe replaces the path of the executable recorded in the core. It
 	// is used as given: Sysroot is not prefixed to it.
 	Exe string
-	// Sysroot is prefixed to every path the core records.
+	// Sysroot, when set, is the directory in which every path the core
+	// records is looked up, as if it were the root directory: ".." in
+	// a path stops at Sysroot, and a symbolic link inside Sysroot is
+	// followed inside it (an absolute target is taken relative to
+	// Sysroot, as in a chroot). A path from the core never names a file
+	// outside Sysroot.
 	Sysroot string
 	// SearchPath lists directories in which a file that is not at its
 	// recorded path is looked for by base name.
@@ -114,6 +122,8 @@ type Core struct {
 	modules        []*target.Module
 	mismatches     []Mismatch
 	warnings       []string
+	// warningsLeft counts the warnings beyond MaxWarnings, not kept.
+	warningsLeft int
 
 	// noteBytes counts the bytes of the PT_NOTE segments read;
 	// notesOverlap is set once they exceeded the file and that was
@@ -507,7 +517,13 @@ func (c *Core) orderThreads() {
 
 func alignUp4(x uint64) uint64 { return (x + 3) &^ 3 }
 
+// warnf adds a warning, or counts it once MaxWarnings are kept: how many
+// a hostile core gives must not grow with its size.
 func (c *Core) warnf(format string, args ...any) {
+	if len(c.warnings) >= MaxWarnings {
+		c.warningsLeft++
+		return
+	}
 	c.warnings = append(c.warnings, fmt.Sprintf(format, args...))
 }
 
@@ -526,8 +542,19 @@ func (c *Core) CrashTID() int { return c.crashTID }
 // first.
 func (c *Core) Modules() []*target.Module { return append([]*target.Module(nil), c.modules...) }
 
-// Warnings returns what Open noticed and worked around.
-func (c *Core) Warnings() []string { return append([]string(nil), c.warnings...) }
+// Warnings returns what Open noticed and worked around: the first
+// MaxWarnings warnings, then, if there were more, one line saying how
+// many were left out.
+func (c *Core) Warnings() []string {
+	w := append([]string(nil), c.warnings...)
+	switch {
+	case c.warningsLeft == 1:
+		w = append(w, "1 more warning about this core file was left out")
+	case c.warningsLeft > 1:
+		w = append(w, fmt.Sprintf("%d more warnings about this core file were left out", c.warningsLeft))
+	}
+	return w
+}
 
 // Mismatches returns the modules whose file on disk did not match the
 // build-id recorded in the core.

@@ -263,7 +263,7 @@ func buildID(t *testing.T, path string) string {
 }
 
 // copyFile copies src to dst, or its first n bytes when n >= 0.
-func copyFile(t *testing.T, src, dst string, n int64) {
+func copyFile(t testing.TB, src, dst string, n int64) {
 	t.Helper()
 	in, err := os.Open(src)
 	if err != nil {

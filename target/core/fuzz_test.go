@@ -28,9 +28,11 @@ import (
 // An input is a core file. It is opened with the executable rebuilt from
 // testdata/threads.c (fuzzProgFlags: the build is reproducible, so the
 // build-id of the checked-in seeds matches on the machine that made them)
-// and a sysroot in which /usr, /lib and /lib64 are the host's, so that the
-// modules of the seeds are found and checked, and their pages not in the
-// core are read from the files.
+// and a sysroot holding copies of the host's files that the checked-in
+// seeds map (fuzzSysrootFiles), so that the modules of the seeds are
+// found and checked, and their pages not in the core are read from the
+// files. (Copies, not links: a link in the sysroot is followed inside
+// it.)
 //
 // The seeds are synthetic cores built by synthCore (with truncated and
 // corrupted copies) and, in testdata/fuzz/FuzzCore, trimmed kernel and
@@ -40,6 +42,14 @@ import (
 // fuzzProgFlags build testdata/threads.c for the fuzz target and its
 // seeds.
 var fuzzProgFlags = []string{"-g", "-O0", "-pthread", "-DVARIANT=1"}
+
+// fuzzSysrootFiles are the libraries the checked-in kernel and gcore
+// seeds map (written on Debian 12, x86-64), copied into the fuzz
+// sysroot when the host has them.
+var fuzzSysrootFiles = []string{
+	"/usr/lib/x86_64-linux-gnu/libc.so.6",
+	"/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+}
 
 func FuzzCore(f *testing.F) {
 	for _, s := range coreSeeds() {
@@ -62,10 +72,15 @@ func fuzzOptions(tb testing.TB) Options {
 	if err := os.Mkdir(root, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	for _, d := range []string{"usr", "lib", "lib64"} {
-		if err := os.Symlink(filepath.Join("/", d), filepath.Join(root, d)); err != nil {
+	for _, f := range fuzzSysrootFiles {
+		if _, err := os.Stat(f); err != nil {
+			tb.Logf("%s is not in the fuzz sysroot: %v", f, err)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o755); err != nil {
 			tb.Fatal(err)
 		}
+		copyFile(tb, f, filepath.Join(root, f), -1)
 	}
 	empty := filepath.Join(dir, "empty")
 	if err := os.Mkdir(empty, 0o755); err != nil {

@@ -145,19 +145,32 @@ func (c *Core) openModule(g *fileGroup, isExe bool, opts Options) *target.Module
 	}
 	var cands []candidate
 	recorded := strings.TrimSuffix(g.name, " (deleted)")
+	var tried, problems []string
 	if isExe && opts.Exe != "" {
 		cands = append(cands, candidate{opts.Exe, true})
 	} else {
 		if opts.Sysroot != "" {
-			cands = append(cands, candidate{filepath.Join(opts.Sysroot, recorded), true})
+			path, err := inSysroot(opts.Sysroot, recorded)
+			switch {
+			case err == nil:
+				cands = append(cands, candidate{path, true})
+			case errors.Is(err, os.ErrNotExist):
+				tried = append(tried, path)
+			default:
+				tried = append(tried, path)
+				problems = append(problems, err.Error())
+			}
 		} else {
 			cands = append(cands, candidate{recorded, false})
 		}
-		for _, dir := range opts.SearchPath {
-			cands = append(cands, candidate{filepath.Join(dir, filepath.Base(recorded)), true})
+		// The base name of the cleaned path: a name such as "/x/.."
+		// has none.
+		if base := filepath.Base(filepath.Clean("/" + recorded)); base != "/" {
+			for _, dir := range opts.SearchPath {
+				cands = append(cands, candidate{filepath.Join(dir, base), true})
+			}
 		}
 	}
-	var tried, problems []string
 	var mismatch *Mismatch
 	for _, cand := range cands {
 		tried = append(tried, cand.path)
@@ -231,6 +244,69 @@ func (c *Core) openModule(g *fileGroup, isExe bool, opts Options) *target.Module
 	}
 	c.warnf("%s; its code and read-only data are unavailable", msg)
 	return mod
+}
+
+// maxSysrootLinks bounds the symbolic links followed in resolving one
+// path inside the sysroot (as Linux's 40 does for a path).
+const maxSysrootLinks = 40
+
+// inSysroot returns the file in root that name, a path the core records,
+// refers to when root is taken as the root directory. The name is first
+// cleaned as an absolute path (its ".." cannot climb above "/"); then a
+// symbolic link met on the way is followed inside root (an absolute
+// target from root, a relative one from the link's directory, ".." in it
+// stopping at root). The result lies in root and has no symbolic link in
+// it below root, so opening it cannot leave root (provided root does not
+// change meanwhile).
+//
+// When a component does not exist, the error wraps os.ErrNotExist and
+// the path returned is where the name would have been; when resolution
+// fails otherwise (a link loop, a component that is not a directory),
+// the path is as far as it got.
+func inSysroot(root, name string) (string, error) {
+	var done []string // resolved components below root
+	at := func(extra ...string) string {
+		return filepath.Join(append([]string{root}, append(done, extra...)...)...)
+	}
+	rest := strings.Split(filepath.Clean("/"+name), "/")
+	links := 0
+	for len(rest) > 0 {
+		comp := rest[0]
+		rest = rest[1:]
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			if len(done) > 0 {
+				done = done[:len(done)-1]
+			}
+			continue
+		}
+		p := at(comp)
+		st, err := os.Lstat(p)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return filepath.Join(p, filepath.Clean("/"+strings.Join(rest, "/"))), err
+			}
+			return p, err
+		}
+		if st.Mode()&os.ModeSymlink == 0 {
+			done = append(done, comp)
+			continue
+		}
+		if links++; links > maxSysrootLinks {
+			return p, fmt.Errorf("resolving %s in %s: more than %d symbolic links", name, root, maxSysrootLinks)
+		}
+		link, err := os.Readlink(p)
+		if err != nil {
+			return p, err
+		}
+		if filepath.IsAbs(link) {
+			done = done[:0]
+		}
+		rest = append(strings.Split(link, "/"), rest...)
+	}
+	return at(), nil
 }
 
 // fileIsELF reports whether path is a regular file starting with the ELF
