@@ -194,7 +194,7 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 	}
 	addViewFlags(coreCmd)
 	coreCmd.Flags().StringVar(&copts.Exe, "exe", "", "the executable, when it is not where the core says")
-	coreCmd.Flags().StringVar(&copts.Sysroot, "sysroot", "", "prefix every path the core names with this directory")
+	coreCmd.Flags().StringVar(&copts.Sysroot, "sysroot", "", "look up every path the core names under this directory, as under a chroot (links inside it stay inside it)")
 	coreCmd.Flags().StringSliceVar(&copts.SearchPath, "search-path", nil, "directories to look in (by file name) for binaries that moved; repeatable")
 
 	root.AddCommand(attach, coreCmd, newRunCommand(stderr, exitCode))
