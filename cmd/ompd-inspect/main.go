@@ -152,7 +152,7 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer exitOnSignal(pid, sigs)()
+			defer ptrace.ExitOnSignals(pid, sigs)()
 			err = showAll(stdout, reps, view, vf)
 			if note != "" {
 				fmt.Fprintln(stderr, note)
@@ -249,30 +249,6 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 // afterAttach, when set (by tests), runs right after Attach, before the
 // report is built.
 var afterAttach func(pid int)
-
-// exitOnSignal answers SIGINT, SIGTERM and SIGHUP on sigs once the target
-// is detached and until the output is written (it returns the function
-// that stops it): ompd-inspect exits with 128+signal after the line it
-// prints while attached; the output may be cut.
-func exitOnSignal(pid int, sigs <-chan os.Signal) (stop func()) {
-	quit := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		select {
-		case s := <-sigs:
-			sig, _ := s.(syscall.Signal)
-			e := &ptrace.InterruptedError{PID: pid, Signal: sig, Attached: true}
-			fmt.Fprintf(os.Stderr, "ompd-inspect: %v\n", e)
-			os.Exit(e.ExitCode())
-		case <-quit:
-		}
-	}()
-	return func() {
-		close(quit)
-		<-finished
-	}
-}
 
 // stackViews are the views that show stacks or top user frames.
 var stackViews = map[string]bool{"summary": true, "threads": true, "bt": true}

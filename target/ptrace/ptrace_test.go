@@ -792,28 +792,30 @@ func TestThreadsAppearingWhileAttaching(t *testing.T) {
 	}
 }
 
-func TestThreadThatNeverStops(t *testing.T) {
-	exe := buildC(t, "vforker")
-	pr := start(t, exec.Command(exe))
-	pid := atoi(t, strings.TrimPrefix(pr.next(t), "pid "))
+// startVforker starts vforker and waits until its main thread sleeps
+// uninterruptibly, waiting for its vfork child; it returns the process,
+// its pid and the child's.
+func startVforker(t *testing.T) (pr *proc, pid, child int) {
+	t.Helper()
+	pr = start(t, exec.Command(buildC(t, "vforker")))
+	pid = atoi(t, strings.TrimPrefix(pr.next(t), "pid "))
 	if pid != pr.pid {
 		t.Fatalf("vforker says pid %d, started %d", pid, pr.pid)
 	}
-	child := atoi(t, strings.TrimPrefix(pr.next(t), "child "))
+	child = atoi(t, strings.TrimPrefix(pr.next(t), "child "))
 	t.Cleanup(func() { _ = unix.Kill(child, unix.SIGKILL) })
-	// The parent waits for the vfork child in uninterruptible sleep.
 	waitAllTasks(t, pid, "in vfork", func(st map[string]string) bool { return st["State"] == "D (disk sleep)" })
+	return pr, pid, child
+}
 
-	_, err := Attach(pid, Options{StopTries: 20, StopInterval: time.Millisecond})
-	want := fmt.Sprintf("process %d: thread %d did not stop after 20 tries (state D (disk sleep)); detached from the process", pid, pid)
-	if err == nil || err.Error() != want {
-		t.Fatalf("Attach: %v, want %s", err, want)
-	}
+// checkVforkerReleased checks, after an attach that did not complete,
+// that vforker is untraced and, once its child goes, runs on with no
+// signal pending.
+func checkVforkerReleased(t *testing.T, pr *proc, pid, child int) {
+	t.Helper()
 	if st := taskStatus(pid, pid); st["TracerPid"] != "0" {
-		t.Fatalf("after the failed attach: TracerPid %s", st["TracerPid"])
+		t.Fatalf("after the attach: TracerPid %s", st["TracerPid"])
 	}
-	// When the child goes, the parent runs on: it was left untraced and
-	// nothing stops it.
 	if err := unix.Kill(child, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -822,6 +824,19 @@ func TestThreadThatNeverStops(t *testing.T) {
 	}
 	waitRunning(t, pid)
 	checkNoPendingSignals(t, pid)
+}
+
+func TestThreadThatNeverStops(t *testing.T) {
+	pr, pid, child := startVforker(t)
+
+	_, err := Attach(pid, Options{StopTries: 20, StopInterval: time.Millisecond})
+	want := fmt.Sprintf("process %d: thread %d did not stop after 20 tries (state D (disk sleep)); detached from the process", pid, pid)
+	if err == nil || err.Error() != want {
+		t.Fatalf("Attach: %v, want %s", err, want)
+	}
+	// When the child goes, the parent runs on: it was left untraced and
+	// nothing stops it.
+	checkVforkerReleased(t, pr, pid, child)
 }
 
 func TestSignalDuringAttachIsDelivered(t *testing.T) {
@@ -1108,12 +1123,7 @@ func TestInterruptWhileSeizing(t *testing.T) {
 // uninterruptibly, so Attach, allowed to poll for a very long time, waits;
 // a signal ends the wait at once, and the process is left untraced.
 func TestInterruptWhileWaiting(t *testing.T) {
-	exe := buildC(t, "vforker")
-	pr := start(t, exec.Command(exe))
-	pid := atoi(t, strings.TrimPrefix(pr.next(t), "pid "))
-	child := atoi(t, strings.TrimPrefix(pr.next(t), "child "))
-	t.Cleanup(func() { _ = unix.Kill(child, unix.SIGKILL) })
-	waitAllTasks(t, pid, "in vfork", func(st map[string]string) bool { return st["State"] == "D (disk sleep)" })
+	pr, pid, child := startVforker(t)
 
 	sigs := make(chan os.Signal, 1)
 	sent := make(chan struct{})
@@ -1134,17 +1144,7 @@ func TestInterruptWhileWaiting(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("Attach: %v, want %s", err, want)
 	}
-	if st := taskStatus(pid, pid); st["TracerPid"] != "0" {
-		t.Fatalf("after the interrupted attach: TracerPid %s", st["TracerPid"])
-	}
-	if err := unix.Kill(child, unix.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if l := pr.next(t); l != "resumed" {
-		t.Fatalf("vforker printed %q", l)
-	}
-	waitRunning(t, pid)
-	checkNoPendingSignals(t, pid)
+	checkVforkerReleased(t, pr, pid, child)
 }
 
 // TestSignalWhileAttaching runs a helper that catches the signals before

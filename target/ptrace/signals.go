@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,26 +35,47 @@ func (p *Process) DetachOnSignals() (stop func()) {
 		signal.Notify(own, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
 		sigs = own
 	}
-	quit := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		select {
-		case s := <-sigs:
-			e := &InterruptedError{PID: p.pid, Signal: toSyscallSignal(s), Attached: true, Err: p.Close()}
-			fmt.Fprintf(os.Stderr, "ompd-inspect: %v\n", e)
-			os.Exit(e.ExitCode())
-		case <-quit:
-		}
-	}()
+	end := exitOn(sigs, func(sig syscall.Signal) *InterruptedError {
+		return &InterruptedError{PID: p.pid, Signal: sig, Attached: true, Err: p.Close()}
+	})
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			if own != nil {
 				signal.Stop(own)
 			}
-			close(quit)
-			<-finished
+			end()
 		})
+	}
+}
+
+// ExitOnSignals answers SIGINT, SIGTERM and SIGHUP arriving on sigs once
+// the process is detached and until ompd-inspect's output is written: it
+// prints the line DetachOnSignals prints and exits with 128+signal (the
+// output may be cut). It returns the function that stops it.
+func ExitOnSignals(pid int, sigs <-chan os.Signal) (stop func()) {
+	return exitOn(sigs, func(sig syscall.Signal) *InterruptedError {
+		return &InterruptedError{PID: pid, Signal: sig, Attached: true}
+	})
+}
+
+// exitOn waits for a signal on sigs until stopped; on one it prints the
+// error release returns and exits with its code.
+func exitOn(sigs <-chan os.Signal, release func(syscall.Signal) *InterruptedError) (stop func()) {
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		select {
+		case s := <-sigs:
+			e := release(toSyscallSignal(s))
+			fmt.Fprintf(os.Stderr, "ompd-inspect: %v\n", e)
+			os.Exit(e.ExitCode())
+		case <-quit:
+		}
+	}()
+	return func() {
+		close(quit)
+		<-finished
 	}
 }
