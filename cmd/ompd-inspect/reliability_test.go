@@ -996,41 +996,17 @@ func TestSignalsDuringAttach(t *testing.T) {
 	signalWhileAttachWaits(t)
 }
 
-// vforkerSource is a program whose main thread waits in vfork, in
-// uninterruptible sleep, until its child (which prints "child PID" and
-// pauses) is killed; it prints "pid PID" first and "resumed" after.
-const vforkerSource = `#include <stdio.h>
-#include <unistd.h>
-
-int main(void) {
-	printf("pid %d\n", getpid());
-	fflush(stdout);
-	pid_t child = vfork();
-	if (child == 0) {
-		char buf[32];
-		int n = snprintf(buf, sizeof buf, "child %d\n", getpid());
-		write(1, buf, n);
-		pause();
-		_exit(0);
-	}
-	printf("resumed\n");
-	fflush(stdout);
-	for (;;)
-		pause();
-}
-`
-
 // signalWhileAttachWaits sends SIGINT, SIGTERM and SIGHUP to ompd-inspect
 // while ptrace.Attach waits (for at least three seconds, its bound) for a
 // thread in uninterruptible sleep to stop: each must end it with exactly
 // "ompd-inspect: SIG...: detached from process N" and 128+signal, and
 // leave the target untraced.
 func signalWhileAttachWaits(t *testing.T) {
+	// target/ptrace's vforker: its main thread waits in vfork, in
+	// uninterruptible sleep, until its child is killed; it prints
+	// "pid PID", the child "child PID", and "resumed" after.
 	dir := t.TempDir()
-	src := filepath.Join(dir, "vforker.c")
-	if err := os.WriteFile(src, []byte(vforkerSource), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	src := filepath.Join(fixture.RepoRoot(t), "target", "ptrace", "testdata", "vforker.c")
 	exe := filepath.Join(dir, "vforker")
 	if out, err := exec.Command("gcc", "-O1", "-Wall", "-o", exe, src).CombinedOutput(); err != nil {
 		t.Fatalf("compiling vforker.c: %v\n%s", err, out)
