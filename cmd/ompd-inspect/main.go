@@ -384,7 +384,9 @@ func show(w io.Writer, rep *inspect.Report, view string, vf viewFlags) error {
 		}
 		return nil
 	}
-	rep.Backtraces = nil // only their top user frames are shown
+	r := *rep
+	r.Backtraces = nil // only their top user frames are shown
+	rep = &r
 	icvs := rep.ICVs
 	if vf.thread != 0 {
 		var ok bool

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -38,7 +39,7 @@ func addTraceFlags(c *cobra.Command, tf *traceFlags, withJSON bool) {
 	if withJSON {
 		c.Flags().BoolVar(&tf.json, "json", false, "print the events, warnings, summary and exit as JSON lines (the schema is in docs/json-schema.md)")
 	}
-	c.Flags().StringVar(&tf.events, "events", strings.Join(trace.Classes[:3], ","), "the events to print: a comma-separated list of "+strings.Join(trace.Classes, ", ")+", or all")
+	c.Flags().StringVar(&tf.events, "events", "parallel,task,thread", "the events to print: a comma-separated list of "+strings.Join(trace.Classes, ", ")+", or all")
 	c.Flags().BoolVar(&tf.summary, "summary", false, "print only a table at the end: per construct location, count, team sizes, threads seen and time from begin to end")
 	c.Flags().StringVar(&tf.stopAt, "stop-at", "", "stop the program at the first EVENT[:FILE:LINE] (e.g. parallel-begin:nested.c:42, or a class: task) and print the full report with backtraces")
 	c.Flags().StringVar(&tf.then, "then", trace.ThenContinue, "after --stop-at: continue (trace on), detach (let the program run untraced) or kill")
@@ -66,7 +67,7 @@ func (tf *traceFlags) options() (trace.Options, error) {
 			for _, k := range trace.Classes {
 				opts.Classes[k] = true
 			}
-		case contains(trace.Classes, c):
+		case slices.Contains(trace.Classes, c):
 			opts.Classes[c] = true
 		default:
 			return opts, fmt.Errorf("--events: %q is not an event class; want %s or all", c, strings.Join(trace.Classes, ", "))
@@ -87,15 +88,6 @@ func (tf *traceFlags) options() (trace.Options, error) {
 		return opts, errors.New("--then goes with --stop-at")
 	}
 	return opts, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // newRunCommand is `ompd-inspect run -- PROGRAM ARGS...`.
@@ -181,14 +173,14 @@ func checkCollection(p *ptrace.Process) error {
 		return nil // not loaded yet: the trace waits for it
 	}
 	sym, err := target.LookupSymbol(p, "ompd_state", rt)
-	if err != nil {
-		return fmt.Errorf("process %d: the OpenMP runtime %s has no OMPD breakpoint locations (no ompd_state symbol): it was built without OMPD support or stripped; there is nothing to trace", p.PID(), rt.Name)
+	if !inspect.HasOMPDSymbols(rt) || err != nil {
+		return fmt.Errorf("process %d: the OpenMP runtime %s has no OMPD breakpoint locations: it was built without OMPD support or stripped; there is nothing to trace", p.PID(), rt.Name)
 	}
 	v, err := target.ReadUint64(p, sym.Addr)
 	if err != nil {
 		return fmt.Errorf("process %d: reading ompd_state: %w", p.PID(), err)
 	}
-	if v&1 == 0 {
+	if v == 0 {
 		return fmt.Errorf("process %d runs without OMPD data collection, so its runtime passes no breakpoint location: restart it with OMP_DEBUG=enabled in its environment (or start it with `ompd-inspect run`)", p.PID())
 	}
 	return nil
@@ -237,15 +229,15 @@ func runTrace(tc *ptrace.Tracee, out, stderr io.Writer, tf traceFlags, opts trac
 			return enc.Encode(map[string]any{"stop": ev, "report": rep})
 		}
 		fmt.Fprintf(out, "--- stopped at %s\n", render.EventLine(ev))
-		bts := rep.Backtraces
 		if err := show(out, rep, "summary", viewFlags{}); err != nil {
 			return err
 		}
-		rep.Backtraces = bts
 		fmt.Fprintln(out)
 		return show(out, rep, "bt", viewFlags{})
 	}
 	exit, sum, err := trace.Run(tc, opts)
+	// From here a signal no longer interrupts anything: the trace is over.
+	sig := stop.received()
 	if tf.summary {
 		if tf.json {
 			enc.Encode(map[string]any{"summary": sum})
@@ -256,15 +248,15 @@ func runTrace(tc *ptrace.Tracee, out, stderr io.Writer, tf traceFlags, opts trac
 	if err != nil {
 		return err
 	}
-	if sig := stop.received(); sig != 0 {
-		fmt.Fprintf(stderr, "ompd-inspect: %s: removed the breakpoints and detached from process %d\n", unix.SignalName(sig), tc.PID())
-		*code = 128 + int(sig)
-		return nil
+	if exit.Interrupted {
+		exit.Code = 128 + int(sig)
 	}
 	if tf.json {
 		enc.Encode(map[string]any{"exit": exit})
 	}
 	switch {
+	case exit.Interrupted:
+		fmt.Fprintf(stderr, "ompd-inspect: %s: removed the breakpoints and detached from process %d\n", unix.SignalName(sig), tc.PID())
 	case exit.Killed:
 		fmt.Fprintf(stderr, "ompd-inspect: killed process %d\n", tc.PID())
 	case exit.Detached:

@@ -236,23 +236,28 @@ func (b *builder) runtime() {
 
 // symbolize names the function at addr and gives its DWARF source line.
 func (b *builder) symbolize(addr uint64) (fn, loc string) {
-	if addr == 0 {
-		return "", ""
-	}
-	m := target.ModuleAt(b.t, addr)
-	if m == nil || m.Image == nil {
-		return hexID(addr), ""
-	}
-	link := addr - m.Bias
-	if name, ok := m.Image.FuncAt(link); ok {
-		fn = name
-	} else {
-		fn = hexID(addr)
-	}
-	if file, line, ok := m.Image.LineAt(link); ok {
-		loc = fmt.Sprintf("%s:%d", file, line)
+	fn = FuncName(b.t, addr)
+	if m := target.ModuleAt(b.t, addr); m != nil && m.Image != nil {
+		if file, line, ok := m.Image.LineAt(addr - m.Bias); ok {
+			loc = fmt.Sprintf("%s:%d", file, line)
+		}
 	}
 	return fn, loc
+}
+
+// FuncName names the function of the target at addr (an entry point the
+// runtime recorded): from its module's DWARF or symbols, else the address
+// in hex; empty for 0.
+func FuncName(t target.Target, addr uint64) string {
+	if addr == 0 {
+		return ""
+	}
+	if m := target.ModuleAt(t, addr); m != nil && m.Image != nil {
+		if name, ok := m.Image.FuncAt(addr - m.Bias); ok {
+			return name
+		}
+	}
+	return hexID(addr)
 }
 
 func (b *builder) threads() {

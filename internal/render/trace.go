@@ -32,7 +32,7 @@ func EventLine(ev trace.Event) string {
 			fmt.Fprintf(&b, " in %s", r.Parent)
 		}
 		if len(r.Threads) > 0 {
-			fmt.Fprintf(&b, " gtids %s", joinInts(r.Threads))
+			fmt.Fprintf(&b, " gtids %s", tids(r.Threads))
 		}
 	}
 	if k := ev.Task; k != nil {
@@ -48,14 +48,6 @@ func EventLine(ev trace.Event) string {
 		fmt.Fprintf(&b, " [%s]", w)
 	}
 	return b.String()
-}
-
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = fmt.Sprint(n)
-	}
-	return strings.Join(s, ",")
 }
 
 // Seconds formats a duration in seconds with a unit that suits it.
@@ -88,8 +80,7 @@ func TraceSummary(w io.Writer, sum *trace.Summary) {
 	}
 	tw.Flush()
 	var kinds []string
-	for _, k := range []string{trace.KindParallelBegin, trace.KindParallelEnd, trace.KindTaskBegin, trace.KindTaskEnd,
-		trace.KindThreadBegin, trace.KindThreadEnd, trace.KindDeviceBegin, trace.KindDeviceEnd, trace.KindRuntimeReady} {
+	for _, k := range trace.Kinds {
 		if n := sum.Events[k]; n > 0 {
 			kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
@@ -56,20 +57,17 @@ func (c *eventCallbacks) ThreadContext(kind ompd.ThreadIDKind, id uint64) (ompd.
 // is true when the trace ends here (--stop-at with --then detach or kill).
 func (s *session) event(kind string, tid int, regs target.Registers) (done bool, exit Exit, err error) {
 	ev := Event{Time: s.now(), Kind: kind, OSTID: tid}
-	s.sum.events[kind]++
 	s.sum.threads[tid] = true
-	s.view.thread = []target.Thread{{TID: tid, Regs: regs}}
-	as, err := s.addressSpace()
-	if err != nil {
+	th, err := s.threadAt(tid, regs)
+	if errors.Is(err, errNoAddressSpace) {
 		if kind != KindRuntimeReady {
 			s.warn("no OpenMP details for events: %v", err)
 		}
 		return s.emit(&ev)
 	}
-	if kind == KindRuntimeReady && !as.StateTracking() {
+	if kind == KindRuntimeReady && !s.as.StateTracking() {
 		s.warn("the program runs without OMPD data collection (OMP_DEBUG=enabled is not in its environment): its runtime passes no other breakpoint location, so no OpenMP events follow")
 	}
-	th, err := as.ThreadHandle(ompd.ThreadIDPthread, regs.FSBase)
 	if err != nil {
 		// A worker passes ompd_bp_thread_begin before the thread that
 		// created it has recorded its pthread id; its gtid is in its
@@ -96,6 +94,20 @@ func (s *session) event(kind string, tid int, regs target.Registers) (done bool,
 	return s.emit(&ev)
 }
 
+// errNoAddressSpace wraps the failure to initialize OMPD on the runtime.
+var errNoAddressSpace = errors.New("no OMPD address space")
+
+// threadAt makes thread tid, stopped with regs, the one the OMPD layer
+// sees, and returns its OpenMP thread handle.
+func (s *session) threadAt(tid int, regs target.Registers) (*ompd.Thread, error) {
+	s.view.thread = []target.Thread{{TID: tid, Regs: regs}}
+	as, err := s.addressSpace()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errNoAddressSpace, err)
+	}
+	return as.ThreadHandle(ompd.ThreadIDPthread, regs.FSBase)
+}
+
 // tlsGTID reads the stopped thread's __kmp_gtid.
 func (s *session) tlsGTID() (int, bool) {
 	addr, err := s.cb.ThreadSymbolAddr(&s.view.thread[0], "__kmp_gtid", s.runtime.Name)
@@ -119,46 +131,58 @@ func (s *session) tlsGTID() (int, bool) {
 // then. Serialized regions are current at the location.
 func (s *session) parallelBegin(ev *Event, th *ompd.Thread, regs target.Registers) (bool, Exit, error) {
 	req := s.requested(th)
-	if s.calledFrom(regs, forkFunction) {
-		addr, err := th.TeamFieldAddr()
-		if err == nil {
-			err = s.tc.WatchWrite(ev.OSTID, addr)
-		}
-		if err == nil {
-			s.begins[ev.OSTID] = &pendingBegin{ev: ev, requested: req}
-			return false, Exit{}, nil
-		}
-		ev.Warnings = append(ev.Warnings, fmt.Sprintf("the new region is not current yet, and watching for it failed: %v", err))
+	if !s.fromFork(regs) {
+		return s.beginRegion(ev, th, req)
 	}
+	if old := s.begins[ev.OSTID]; old != nil {
+		// Never seen to happen: the runtime writes the team pointer
+		// before it can pass another location.
+		delete(s.begins, ev.OSTID)
+		old.ev.Warnings = append(old.ev.Warnings, "the thread passed another parallel-begin before the region became current")
+		if done, exit, err := s.emit(old.ev); done || err != nil {
+			return done, exit, err
+		}
+	}
+	addr, err := th.TeamFieldAddr()
+	if err == nil {
+		err = s.tc.WatchWrite(ev.OSTID, addr)
+	}
+	if err != nil {
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("the new region is not current yet, and watching for it failed: %v", err))
+		return s.beginRegion(ev, th, req)
+	}
+	s.begins[ev.OSTID] = &pendingBegin{ev: ev, requested: req}
+	return false, Exit{}, nil
+}
+
+// beginRegion describes the thread's current region as the one ev begins,
+// and remembers it for its end.
+func (s *session) beginRegion(ev *Event, th *ompd.Thread, requested *int) (bool, Exit, error) {
 	p, err := th.CurrentParallel()
 	if err != nil {
 		ev.Warnings = append(ev.Warnings, fmt.Sprintf("current region: %v", err))
 		return s.emit(ev)
 	}
-	ev.Region = s.region(p, ev, false)
-	ev.Region.Requested = req
-	s.regions[ev.OSTID] = append(s.regions[ev.OSTID], openRegion{id: ev.Region.ID, time: ev.Time, key: key(ClassParallel, ev.Region.Location, ev.Region.Function), valid: true})
-	s.sum.begin(ClassParallel, ev.Region.Location, ev.Region.Function, ev.Region.TeamSize, nil)
+	r := s.region(p, ev, false)
+	r.Requested = requested
+	ev.Region = r
+	k := s.sum.begin(ClassParallel, r.Location, r.Function, r.TeamSize, nil)
+	s.regions[ev.OSTID] = append(s.regions[ev.OSTID], openRegion{id: r.ID, time: ev.Time, key: k})
 	return s.emit(ev)
 }
 
 // forkFunction is LLVM's runtime function that forks a team.
 const forkFunction = "__kmp_fork_call"
 
-// calledFrom reports whether the thread, stopped at the first instruction
-// of a breakpoint location, was called from the runtime's function name.
-func (s *session) calledFrom(regs target.Registers, name string) bool {
+// fromFork reports whether the thread, stopped at the first instruction
+// of a breakpoint location, was called from __kmp_fork_call.
+func (s *session) fromFork(regs target.Registers) bool {
 	var b [8]byte
-	if err := s.tc.ReadMemory(regs.Rsp, b[:]); err != nil {
+	if s.forkEnd == 0 || s.tc.ReadMemory(regs.Rsp, b[:]) != nil {
 		return false
 	}
 	ret := binary.LittleEndian.Uint64(b[:])
-	rt := s.runtime
-	if rt == nil || rt.Image == nil || !rt.Contains(ret) {
-		return false
-	}
-	sym, ok := rt.Image.SymbolAt(ret - rt.Bias)
-	return ok && sym.Name == name
+	return ret > s.forkStart && ret <= s.forkEnd
 }
 
 // teamSwitched finishes a parallel-begin event once its thread made the
@@ -169,27 +193,12 @@ func (s *session) teamSwitched(tid int, regs target.Registers) (bool, Exit, erro
 	if pb == nil {
 		return false, Exit{}, nil
 	}
-	ev := pb.ev
-	s.view.thread = []target.Thread{{TID: tid, Regs: regs}}
-	as, err := s.addressSpace()
+	th, err := s.threadAt(tid, regs)
 	if err != nil {
-		return false, Exit{}, err
+		pb.ev.Warnings = append(pb.ev.Warnings, fmt.Sprintf("thread: %v", err))
+		return s.emit(pb.ev)
 	}
-	th, err := as.ThreadHandle(ompd.ThreadIDPthread, regs.FSBase)
-	if err != nil {
-		ev.Warnings = append(ev.Warnings, fmt.Sprintf("thread: %v", err))
-		return s.emit(ev)
-	}
-	p, err := th.CurrentParallel()
-	if err != nil {
-		ev.Warnings = append(ev.Warnings, fmt.Sprintf("current region: %v", err))
-		return s.emit(ev)
-	}
-	ev.Region = s.region(p, ev, false)
-	ev.Region.Requested = pb.requested
-	s.regions[tid] = append(s.regions[tid], openRegion{id: ev.Region.ID, time: ev.Time, key: key(ClassParallel, ev.Region.Location, ev.Region.Function), valid: true})
-	s.sum.begin(ClassParallel, ev.Region.Location, ev.Region.Function, ev.Region.TeamSize, nil)
-	return s.emit(ev)
+	return s.beginRegion(pb.ev, th, pb.requested)
 }
 
 // parallelEnd describes a region that ends and matches it to its begin.
@@ -239,8 +248,8 @@ func (s *session) region(p *ompd.Parallel, ev *Event, members bool) *Region {
 	} else {
 		note("level", err)
 	}
-	if e, err := p.Enclosing(); err == nil && e != nil {
-		if l, err := e.Level(); err == nil && l > 0 {
+	if r.Level > 1 {
+		if e, err := p.Enclosing(); err == nil && e != nil {
 			r.Parent = hex(e.Addr())
 		}
 	}
@@ -261,28 +270,18 @@ func (s *session) region(p *ompd.Parallel, ev *Event, members bool) *Region {
 // region, as it begins: the number of threads the region gets without a
 // num_threads clause (the first element of the list).
 func (s *session) requested(th *ompd.Thread) *int {
-	v, err := s.as.ICVValue(th, s.nthreadsID())
+	v, err := s.as.ICVValue(th, s.nthreads)
 	if err != nil {
 		return nil
 	}
 	n := int(v.Num)
 	if v.IsString {
 		first, _, _ := strings.Cut(v.Str, ",")
-		if _, err := fmt.Sscanf(first, "%d", &n); err != nil {
+		if n, err = strconv.Atoi(first); err != nil {
 			return nil
 		}
 	}
 	return &n
-}
-
-// nthreadsID is the id of nthreads-var.
-func (s *session) nthreadsID() ompd.ICVID {
-	for _, icv := range s.as.EnumerateICVs() {
-		if icv.Name == "nthreads-var" {
-			return icv.ID
-		}
-	}
-	return 0
 }
 
 // task describes the task of a task event. It returns false for a
@@ -302,7 +301,6 @@ func (s *session) task(ev *Event, th *ompd.Thread) bool {
 	}
 	if !fl.Explicit && ev.Kind == KindTaskEnd {
 		s.sum.ignored++
-		s.sum.events[ev.Kind]--
 		return false
 	}
 	t := &Task{ID: hex(k.Addr()), Flags: flagNames(fl)}
@@ -323,15 +321,14 @@ func (s *session) task(ev *Event, th *ompd.Thread) bool {
 		t.Region = hex(p.Addr())
 	}
 	ev.Task = t
-	k2 := key(ClassTask, t.Location, t.Function)
 	gtid := -1
 	if ev.GTID != nil {
 		gtid = *ev.GTID
 	}
 	switch ev.Kind {
 	case KindTaskBegin:
-		s.tasks[t.ID] = openTask{time: ev.Time, key: k2}
-		s.sum.begin(ClassTask, t.Location, t.Function, 0, []int{gtid})
+		k := s.sum.begin(ClassTask, t.Location, t.Function, 0, []int{gtid})
+		s.tasks[t.ID] = openTask{time: ev.Time, key: k}
 	case KindTaskEnd:
 		if o, ok := s.tasks[t.ID]; ok {
 			d := ev.Time - o.time
@@ -363,6 +360,7 @@ func flagNames(f ompd.Flags) []string {
 // emit passes a finished event on, and stops at it when --stop-at selects
 // it.
 func (s *session) emit(ev *Event) (bool, Exit, error) {
+	s.sum.events[ev.Kind]++
 	if s.opts.OnEvent != nil && (s.opts.Classes == nil || s.opts.Classes[classOf(ev.Kind)]) {
 		s.opts.OnEvent(*ev)
 	}

@@ -99,8 +99,8 @@ type SummaryRow struct {
 	Ended int `json:"ended"`
 	// TeamTotal sums the team sizes of the regions (parallel only);
 	// TeamMean is TeamTotal / Count.
-	TeamTotal int     `json:"team_total,omitempty"`
-	TeamMean  float64 `json:"team_mean,omitempty"`
+	TeamTotal int     `json:"team_total"`
+	TeamMean  float64 `json:"team_mean"`
 	// Threads is the number of distinct OpenMP threads (gtids) seen in
 	// the regions' teams, or running the tasks.
 	Threads int `json:"threads"`
@@ -132,4 +132,7 @@ type Exit struct {
 	// detach, or an interrupt); Code is then 0.
 	Detached bool `json:"detached,omitempty"`
 	Killed   bool `json:"killed,omitempty"`
+	// Interrupted is true when the trace ended because Interrupt was
+	// called on the Tracee (a signal to ompd-inspect).
+	Interrupted bool `json:"interrupted,omitempty"`
 }

@@ -3,6 +3,8 @@ package trace
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,36 +29,30 @@ type StopAt struct {
 	Line int
 }
 
-// ParseStopAt reads EVENT[:FILE:LINE].
+// ParseStopAt reads EVENT[:FILE:LINE] (FILE may hold colons).
 func ParseStopAt(s string) (*StopAt, error) {
-	parts := strings.Split(s, ":")
-	st := &StopAt{Kind: parts[0]}
-	if !validKind(st.Kind) {
-		return nil, fmt.Errorf("--stop-at %q: %q is not an event; want one of %s (or a class: %s)", s, st.Kind, strings.Join(kinds, ", "), strings.Join(Classes, ", "))
+	kind, rest, located := strings.Cut(s, ":")
+	st := &StopAt{Kind: kind}
+	if !slices.Contains(Kinds, kind) && !slices.Contains(Classes, kind) {
+		return nil, fmt.Errorf("--stop-at %q: %q is not an event; want one of %s (or a class: %s)", s, kind, strings.Join(Kinds, ", "), strings.Join(Classes, ", "))
 	}
-	switch len(parts) {
-	case 1:
-	case 3:
-		st.File = parts[1]
-		if _, err := fmt.Sscanf(parts[2], "%d", &st.Line); err != nil || st.Line <= 0 || fmt.Sprint(st.Line) != parts[2] || st.File == "" {
-			return nil, fmt.Errorf("--stop-at %q: want EVENT:FILE:LINE with a line number above 0", s)
-		}
-	default:
+	if !located {
+		return st, nil
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i < 0 {
 		return nil, fmt.Errorf("--stop-at %q: want EVENT or EVENT:FILE:LINE", s)
 	}
+	line, err := strconv.Atoi(rest[i+1:])
+	if err != nil || line <= 0 || i == 0 {
+		return nil, fmt.Errorf("--stop-at %q: want EVENT:FILE:LINE with a line number above 0", s)
+	}
+	st.File, st.Line = rest[:i], line
 	return st, nil
 }
 
-var kinds = []string{KindParallelBegin, KindParallelEnd, KindTaskBegin, KindTaskEnd, KindThreadBegin, KindThreadEnd, KindDeviceBegin, KindDeviceEnd, KindRuntimeReady}
-
-func validKind(k string) bool {
-	for _, s := range append(kinds, Classes...) {
-		if k == s {
-			return true
-		}
-	}
-	return false
-}
+// Kinds lists the event kinds, in the order the summary counts them.
+var Kinds = []string{KindParallelBegin, KindParallelEnd, KindTaskBegin, KindTaskEnd, KindThreadBegin, KindThreadEnd, KindDeviceBegin, KindDeviceEnd, KindRuntimeReady}
 
 // classOf returns the class of an event kind.
 func classOf(kind string) string {
@@ -81,14 +77,21 @@ func (st *StopAt) matches(ev *Event) bool {
 	case ev.Task != nil:
 		loc = ev.Task.Location
 	}
-	file, line, ok := strings.Cut(loc, ":")
+	file, line, ok := splitLocation(loc)
 	if !ok {
 		return false
 	}
-	if file != st.File && !strings.HasSuffix(file, "/"+st.File) {
-		return false
+	return line == st.Line && (file == st.File || strings.HasSuffix(file, "/"+st.File))
+}
+
+// splitLocation splits FILE:LINE at its last colon.
+func splitLocation(loc string) (file string, line int, ok bool) {
+	i := strings.LastIndexByte(loc, ':')
+	if i < 0 {
+		return "", 0, false
 	}
-	return line == fmt.Sprint(st.Line)
+	line, err := strconv.Atoi(loc[i+1:])
+	return loc[:i], line, err == nil
 }
 
 // Options says what Run reports and when it stops.
@@ -136,7 +139,11 @@ type session struct {
 	view     *eventTarget
 	cb       *eventCallbacks
 	as       *ompd.AddressSpace
-	asErr    error
+	nthreads ompd.ICVID // the id of nthreads-var
+	// fork is the runtime's __kmp_fork_call (runtime addresses [start,
+	// end)), where LLVM passes ompd_bp_parallel_begin early.
+	forkStart, forkEnd uint64
+	funcs              map[uint64]string // symbolize's names by address
 
 	regions map[int][]openRegion  // by OS thread: regions it began
 	tasks   map[string]openTask   // by task id
@@ -147,10 +154,9 @@ type session struct {
 }
 
 type openRegion struct {
-	id    string
-	time  float64
-	key   string
-	valid bool
+	id   string
+	time float64
+	key  string
 }
 
 // pendingBegin is a parallel-begin event whose region is not current yet.
@@ -178,6 +184,7 @@ func Run(tc *ptrace.Tracee, opts Options) (Exit, *Summary, error) {
 		begins:  make(map[int]*pendingBegin),
 		sum:     newSummer(),
 		warned:  make(map[string]bool),
+		funcs:   make(map[uint64]string),
 	}
 	s.view = &eventTarget{tc: tc}
 	exit, err := s.run()
@@ -212,7 +219,7 @@ func (s *session) run() (Exit, error) {
 			}
 			return Exit{Code: ev.ExitCode}, nil
 		case ptrace.EventInterrupted:
-			return Exit{Detached: true}, s.tc.Detach()
+			return Exit{Detached: true, Interrupted: true}, s.tc.Detach()
 		case ptrace.EventExec:
 			s.forget()
 			if err := s.arm(); err != nil {
@@ -252,7 +259,9 @@ func (s *session) abandon(err error) (Exit, error) {
 
 // forget drops what belonged to the program before an exec.
 func (s *session) forget() {
-	s.loaderBP, s.runtime, s.as, s.asErr, s.cb = 0, nil, nil, nil, nil
+	s.loaderBP, s.runtime, s.as, s.cb = 0, nil, nil, nil
+	s.forkStart, s.forkEnd = 0, 0
+	s.funcs = make(map[uint64]string)
 	s.kinds = make(map[uint64]string)
 	s.regions = make(map[int][]openRegion)
 	s.tasks = make(map[string]openTask)
@@ -337,6 +346,9 @@ func (s *session) armRuntime() error {
 		s.warn("the OpenMP runtime %s has no OMPD breakpoint locations (ompd_bp_*): it was built without OMPD support or stripped (Debian's libomp is); no OpenMP events can be seen. Run the program with a libomp built with -DLIBOMP_OMPD_SUPPORT=ON that keeps its symbols, e.g. the one scripts/setup.sh builds", rt.Name)
 		return nil
 	}
+	if sym, ok := rt.Image.Symbol(forkFunction); ok {
+		s.forkStart, s.forkEnd = sym.Value+rt.Bias, sym.Value+rt.Bias+sym.Size
+	}
 	s.cb = newEventCallbacks(s.view, rt)
 	s.warmUp(rt)
 	return nil
@@ -369,6 +381,11 @@ func (s *session) addressSpace() (*ompd.AddressSpace, error) {
 		return nil, err
 	}
 	s.as = as
+	for _, icv := range as.EnumerateICVs() {
+		if icv.Name == "nthreads-var" {
+			s.nthreads = icv.ID
+		}
+	}
 	return as, nil
 }
 
@@ -378,20 +395,12 @@ func (s *session) now() float64 { return time.Since(s.start).Seconds() }
 // hex formats an id.
 func hex(a uint64) string { return fmt.Sprintf("%#x", a) }
 
-// symbolize names the function at addr.
+// symbolize names the function at addr, once per address.
 func (s *session) symbolize(addr uint64) string {
-	if addr == 0 {
-		return ""
+	name, ok := s.funcs[addr]
+	if !ok {
+		name = inspect.FuncName(s.view, addr)
+		s.funcs[addr] = name
 	}
-	m := target.ModuleAt(s.view, addr)
-	if m == nil || m.Image == nil {
-		return hex(addr)
-	}
-	if name, ok := m.Image.FuncAt(addr - m.Bias); ok {
-		return name
-	}
-	if sym, ok := m.Image.SymbolAt(addr - m.Bias); ok {
-		return sym.Name
-	}
-	return hex(addr)
+	return name
 }

@@ -39,8 +39,9 @@ func (s *summer) row(class, location, function string) *row {
 	return r
 }
 
-// begin counts a region or task that begins.
-func (s *summer) begin(class, location, function string, team int, gtids []int) {
+// begin counts a region or task that begins, and returns the key of its
+// construct for end.
+func (s *summer) begin(class, location, function string, team int, gtids []int) string {
 	r := s.row(class, location, function)
 	r.Count++
 	r.TeamTotal += team
@@ -49,14 +50,12 @@ func (s *summer) begin(class, location, function string, team int, gtids []int) 
 			r.gtids[g] = true
 		}
 	}
+	return key(class, location, function)
 }
 
 // end counts a matched end, d seconds after its begin.
 func (s *summer) end(k string, d float64, gtids []int) {
 	r := s.rows[k]
-	if r == nil {
-		return
-	}
 	r.Ended++
 	r.TimeTotal += d
 	for _, g := range gtids {
@@ -75,7 +74,7 @@ func (s *summer) summary() *Summary {
 		r := s.rows[k]
 		row := r.SummaryRow
 		row.Threads = len(r.gtids)
-		if row.Count > 0 && row.Class == ClassParallel {
+		if row.Class == ClassParallel {
 			row.TeamMean = float64(row.TeamTotal) / float64(row.Count)
 		}
 		if row.Ended > 0 {
@@ -88,7 +87,12 @@ func (s *summer) summary() *Summary {
 		if a.Class != b.Class {
 			return a.Class == ClassParallel
 		}
-		return a.Location < b.Location
+		af, al, _ := splitLocation(a.Location)
+		bf, bl, _ := splitLocation(b.Location)
+		if af != bf {
+			return af < bf
+		}
+		return al < bl
 	})
 	if out.Rows == nil {
 		out.Rows = []SummaryRow{}

@@ -8,21 +8,18 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 )
 
-// int3 is the x86 breakpoint instruction.
-const int3 = 0xcc
+// The x86 instructions a breakpoint is made of: int3 written over a
+// near return.
+const (
+	int3 = 0xcc
+	ret  = 0xc3
+)
 
 // endbr64 is the CET landing pad that may open a function.
 var endbr64 = []byte{0xf3, 0x0f, 0x1e, 0xfa}
 
 // maxSiteScan bounds how many instructions ReturnSite decodes.
 const maxSiteScan = 64
-
-// breakpoint is an int3 written over the first byte of a return
-// instruction.
-type breakpoint struct {
-	addr uint64
-	orig byte // the byte the int3 replaced
-}
 
 // ReturnSite finds where a breakpoint on the function whose code is given
 // (read from its start) can stop every call: its first return instruction,
@@ -56,7 +53,9 @@ func ReturnSite(code []byte) (int, error) {
 			if inst.Args[0] != nil {
 				return 0, fmt.Errorf("offset %d: a return that pops arguments (%v) is not supported", off, inst)
 			}
-			return off, nil
+			// The breakpoint goes on the return's opcode, after any
+			// prefix (repz ret, bnd ret).
+			return off + inst.Len - 1, nil
 		case x86asm.JMP, x86asm.CALL, x86asm.LCALL, x86asm.LJMP, x86asm.LRET, x86asm.IRET, x86asm.IRETD, x86asm.IRETQ,
 			x86asm.SYSCALL, x86asm.SYSENTER, x86asm.INT, x86asm.UD2, x86asm.HLT,
 			x86asm.JA, x86asm.JAE, x86asm.JB, x86asm.JBE, x86asm.JCXZ, x86asm.JE, x86asm.JECXZ, x86asm.JG,

@@ -11,6 +11,7 @@ func TestReturnSite(t *testing.T) {
 	}{
 		{"bare return (LLVM's ompd_bp_*, glibc's _dl_debug_state)", []byte{0xc3, 0x66, 0x90}, 0, ""},
 		{"endbr64 first", []byte{0xf3, 0x0f, 0x1e, 0xfa, 0xc3}, 4, ""},
+		{"repz ret: the opcode after the prefix", []byte{0xf3, 0xc3}, 1, ""},
 		{"frame set up and torn down (-O0)", []byte{0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3}, 5, ""},
 		{"a branch before the return", []byte{0x74, 0x01, 0x90, 0xc3}, 0, "offset 0: JE .+1 comes before the function's first return"},
 		{"a call before the return", []byte{0xe8, 0, 0, 0, 0, 0xc3}, 0, "offset 0: CALL .+0 comes before the function's first return"},

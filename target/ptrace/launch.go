@@ -44,7 +44,7 @@ func Launch(path string, argv []string, opts LaunchOptions) (*Tracee, error) {
 		}
 		return nil, err
 	}
-	t := newTracee(pid, tr)
+	t := newTracee(pid, pid, tr)
 	t.launched = true
 	t.threads[pid] = &tthread{tid: pid, stopped: true}
 	return t, nil
@@ -119,14 +119,10 @@ func launch(path string, argv []string, opts LaunchOptions) (int, error) {
 		switch {
 		case event == unix.PTRACE_EVENT_STOP && ws.StopSignal() == unix.SIGTRAP:
 			return pid, nil // held by the interrupt
-		case event == unix.PTRACE_EVENT_STOP:
-			// The group stop, seen by its new tracer: leave it; the
-			// pending interrupt stops it again at once.
-			if err := unix.PtraceCont(pid, 0); err != nil {
-				return fail(err)
-			}
 		default:
-			// The SIGCONT we sent, or the SIGSTOP: not for the program.
+			// The group stop, seen by its new tracer (the pending
+			// interrupt stops it again at once), or the SIGCONT we sent:
+			// neither is for the program.
 			if err := unix.PtraceCont(pid, 0); err != nil {
 				return fail(err)
 			}

@@ -199,25 +199,26 @@ func (p *Process) Alive() error {
 	dir := fmt.Sprintf("/proc/%d/task", p.pid)
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("process %d: %w while it was being read (killed, or it exited); nothing is reported", p.pid, ErrGone)
+		return p.goneError()
 	}
 	if err != nil {
 		return fmt.Errorf("process %d: listing its threads: %w", p.pid, err)
-	}
-	gone := fmt.Errorf("process %d: %w while it was being read (killed, or it exited); nothing is reported", p.pid, ErrGone)
-	// A killed process loses its memory before its threads become
-	// zombies: no mappings left means it is gone too.
-	if maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.pid)); err == nil && len(maps) == 0 {
-		return gone
 	}
 	for _, e := range ents {
 		st, err := readStatus(filepath.Join(dir, e.Name(), "status"))
 		if err != nil {
 			continue // the thread went meanwhile
 		}
-		if l := st.stateLetter(); l != 'Z' && l != 'X' {
+		if l := st.stateLetter(); l == 'Z' || l == 'X' {
+			continue
+		}
+		// A killed process loses its memory before its threads become
+		// zombies: a live thread with no mappings left is going too. (A
+		// main thread that has exited has no mappings of its own, so
+		// each thread's are read.)
+		if maps, err := os.ReadFile(filepath.Join(dir, e.Name(), "maps")); err == nil && len(maps) > 0 {
 			return nil
 		}
 	}
-	return gone
+	return p.goneError()
 }

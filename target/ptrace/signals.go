@@ -38,14 +38,11 @@ func (p *Process) DetachOnSignals() (stop func()) {
 	end := exitOn(sigs, func(sig syscall.Signal) *InterruptedError {
 		return &InterruptedError{PID: p.pid, Signal: sig, Attached: true, Err: p.Close()}
 	})
-	var once sync.Once
 	return func() {
-		once.Do(func() {
-			if own != nil {
-				signal.Stop(own)
-			}
-			end()
-		})
+		if own != nil {
+			signal.Stop(own)
+		}
+		end()
 	}
 }
 
@@ -74,8 +71,11 @@ func exitOn(sigs <-chan os.Signal, release func(syscall.Signal) *InterruptedErro
 		case <-quit:
 		}
 	}()
+	var once sync.Once
 	return func() {
-		close(quit)
-		<-finished
+		once.Do(func() {
+			close(quit)
+			<-finished
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -79,14 +80,15 @@ type Event struct {
 // a time.
 type Tracee struct {
 	pid      int
+	memTID   int // a live thread, whose /proc entries give the memory
 	launched bool
 	tr       *tracer
 
 	// Owned by the tracing thread.
 	threads map[int]*tthread
 	others  map[int]*relative // traced processes other than the tracee
-	bps     map[uint64]*breakpoint
-	pending []Event // breakpoint hits seen while stopping every thread
+	bps     map[uint64]bool   // addresses of the int3s written over a return
+	pending []Event           // breakpoint hits seen while stopping every thread
 	memw    *os.File
 	gone    bool
 	exit    Event
@@ -101,6 +103,7 @@ type Tracee struct {
 	warnings []string
 
 	wake      chan struct{} // the waiter saw a status to collect
+	woken     bool          // a wake is not acknowledged yet (tracing thread)
 	ack       chan struct{} // the tracing thread collected what there was
 	done      chan struct{} // closed when the Tracee is released
 	intr      chan struct{}
@@ -142,7 +145,9 @@ func (p *Process) Trace() (*Tracee, error) {
 	if p.wasStopped {
 		return nil, fmt.Errorf("process %d is stopped by job control; continue it (kill -CONT %d) before tracing it", p.pid, p.pid)
 	}
-	t := newTracee(p.pid, p.tr)
+	// Memory is reached through a live thread: a main thread that has
+	// exited (pthread_exit) no longer has any.
+	t := newTracee(p.pid, p.threads[0].TID, p.tr)
 	var err error
 	p.tr.do(func() {
 		for tid, st := range p.tstate {
@@ -171,19 +176,20 @@ func (p *Process) Trace() (*Tracee, error) {
 	return t, nil
 }
 
-func newTracee(pid int, tr *tracer) *Tracee {
+func newTracee(pid, memTID int, tr *tracer) *Tracee {
 	t := &Tracee{
 		pid:     pid,
+		memTID:  memTID,
 		tr:      tr,
 		threads: make(map[int]*tthread),
 		others:  make(map[int]*relative),
-		bps:     make(map[uint64]*breakpoint),
+		bps:     make(map[uint64]bool),
 		wake:    make(chan struct{}),
 		ack:     make(chan struct{}),
 		done:    make(chan struct{}),
 		intr:    make(chan struct{}),
 	}
-	t.mem = newMemReader(pid, pid)
+	t.mem = newMemReader(pid, memTID)
 	t.cache = target.NewMemCache(t.mem)
 	go t.waiter()
 	return t
@@ -193,8 +199,9 @@ func newTracee(pid int, tr *tracer) *Tracee {
 // collect. It blocks in waitid with WNOWAIT, which leaves the status to be
 // collected, so that the tracing thread (the only one that may make
 // ptrace requests) need not poll; then it waits until the tracing thread
-// has collected. waitid sees the tasks traced by any thread of
-// ompd-inspect.
+// has collected. waitid sees the children and tracees of every thread of
+// ompd-inspect, which must therefore have no other child or tracee while
+// a Tracee runs (the CLI has none).
 func (t *Tracee) waiter() {
 	for {
 		var info unix.Siginfo
@@ -207,13 +214,13 @@ func (t *Tracee) waiter() {
 		case <-t.done:
 			return
 		}
-		if err != nil {
-			return // nothing left to wait for
-		}
 		select {
 		case <-t.ack:
 		case <-t.done:
 			return
+		}
+		if err != nil {
+			return // nothing left to wait for
 		}
 	}
 }
@@ -282,14 +289,12 @@ func (t *Tracee) Modules() ([]*target.Module, error) {
 		old[fmt.Sprintf("%s@%x", m.Name, m.Start)] = m
 	}
 	var out []*target.Module
-	kept := make(map[*target.Module]bool)
 	for _, m := range mods {
 		if o := old[fmt.Sprintf("%s@%x", m.name, m.start)]; o != nil && o.End == m.end {
 			if m.img != nil {
 				closeImage(m.img)
 			}
 			out = append(out, o)
-			kept[o] = true
 			continue
 		}
 		mod := &target.Module{Name: m.name, File: m.file, Start: m.start, End: m.end, Bias: m.bias}
@@ -320,20 +325,20 @@ func (t *Tracee) SetBreakpoint(addr uint64) error {
 }
 
 func (t *Tracee) setBreakpoint(addr uint64) error {
-	if t.bps[addr] != nil {
+	if t.bps[addr] {
 		return nil
 	}
 	var b [1]byte
 	if _, err := t.mem.ReadPages(addr, b[:]); err != nil {
 		return fmt.Errorf("process %d: breakpoint at %#x: %w", t.pid, addr, err)
 	}
-	if b[0] != 0xc3 {
+	if b[0] != ret {
 		return fmt.Errorf("process %d: breakpoint at %#x: the instruction there is not a return (byte %#02x)", t.pid, addr, b[0])
 	}
 	if err := t.poke(t.pid, addr, int3); err != nil {
 		return fmt.Errorf("process %d: writing the breakpoint at %#x: %w", t.pid, addr, err)
 	}
-	t.bps[addr] = &breakpoint{addr: addr, orig: b[0]}
+	t.bps[addr] = true
 	t.cache.Invalidate()
 	return nil
 }
@@ -355,7 +360,11 @@ func (t *Tracee) poke(pid int, addr uint64, b byte) error {
 	f := t.memw
 	if pid != t.pid || f == nil {
 		var err error
-		f, err = os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0)
+		tid := pid
+		if pid == t.pid {
+			tid = t.memTID
+		}
+		f, err = os.OpenFile(fmt.Sprintf("/proc/%d/mem", tid), os.O_RDWR, 0)
 		if err != nil {
 			return err
 		}
@@ -373,9 +382,9 @@ func (t *Tracee) poke(pid int, addr uint64, b byte) error {
 // tracee, or a forked child that inherited its memory).
 func (t *Tracee) removeBreakpoints(pid int) error {
 	var errs []error
-	for _, bp := range t.bps {
-		if err := t.poke(pid, bp.addr, bp.orig); err != nil && !errors.Is(err, unix.ESRCH) {
-			errs = append(errs, fmt.Errorf("process %d: removing the breakpoint at %#x: %w", pid, bp.addr, err))
+	for addr := range t.bps {
+		if err := t.poke(pid, addr, ret); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("process %d: removing the breakpoint at %#x: %w", pid, addr, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -454,8 +463,8 @@ func (t *Tracee) resume(th *tthread) error {
 }
 
 // stepOverReturn performs the return instruction the thread stopped on:
-// it pops the return address into rip. If the breakpoint was removed
-// meanwhile, the thread is put back on the original instruction instead.
+// it pops the return address into rip (whether the int3 is still there or
+// the original return is back, the effect is the same).
 func (t *Tracee) stepOverReturn(th *tthread) error {
 	var r unix.PtraceRegs
 	if err := unix.PtraceGetRegs(th.tid, &r); err != nil {
@@ -464,16 +473,12 @@ func (t *Tracee) stepOverReturn(th *tthread) error {
 		}
 		return fmt.Errorf("process %d: reading the registers of thread %d: %w", t.pid, th.tid, err)
 	}
-	if t.bps[th.hit] == nil {
-		r.Rip = th.hit
-	} else {
-		var b [8]byte
-		if _, err := t.mem.ReadPages(r.Rsp, b[:]); err != nil {
-			return fmt.Errorf("process %d: thread %d at the breakpoint %#x: reading its return address: %w", t.pid, th.tid, th.hit, err)
-		}
-		r.Rip = binary.LittleEndian.Uint64(b[:])
-		r.Rsp += 8
+	var b [8]byte
+	if _, err := t.mem.ReadPages(r.Rsp, b[:]); err != nil {
+		return fmt.Errorf("process %d: thread %d at the breakpoint %#x: reading its return address: %w", t.pid, th.tid, th.hit, err)
 	}
+	r.Rip = binary.LittleEndian.Uint64(b[:])
+	r.Rsp += 8
 	if err := unix.PtraceSetRegs(th.tid, &r); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("process %d: writing the registers of thread %d: %w", t.pid, th.tid, err)
 	}
@@ -510,7 +515,7 @@ func (t *Tracee) wait(stopping bool) (Event, error) {
 			return Event{}, nil
 		}
 		var ws unix.WaitStatus
-		wpid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL, nil)
+		wpid, err := unix.Wait4(-1, &ws, unix.WNOHANG|unix.WALL|unix.WNOTHREAD, nil)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
@@ -522,19 +527,21 @@ func (t *Tracee) wait(stopping bool) (Event, error) {
 		case err != nil:
 			return Event{}, fmt.Errorf("process %d: waiting for its threads: %w", t.pid, err)
 		case wpid == 0:
-			if !stopping && t.interrupted() {
-				return Event{Kind: EventInterrupted}, nil
+			// Everything is collected: the waiter may wait again.
+			if t.woken {
+				t.ack <- struct{}{}
+				t.woken = false
+			}
+			intr := t.intr
+			if stopping {
+				intr = nil // StopAll finishes, interrupted or not
 			}
 			select {
 			case <-t.wake:
 				idle = 0
-				t.ack <- struct{}{}
-			case <-t.intr:
-				if !stopping {
-					return Event{Kind: EventInterrupted}, nil
-				}
-				<-t.sleep()
-				idle++
+				t.woken = true
+			case <-intr:
+				return Event{Kind: EventInterrupted}, nil
 			case <-t.sleep():
 				idle++
 			}
@@ -649,13 +656,14 @@ func (t *Tracee) handle(wpid int, ws unix.WaitStatus, stopping bool) (Event, boo
 		// The thread that called exec now has the process id; the others
 		// are gone, and so are the old program and its breakpoints.
 		t.threads = map[int]*tthread{t.pid: {tid: t.pid, stopped: true}}
-		t.bps = make(map[uint64]*breakpoint)
+		t.bps = make(map[uint64]bool)
 		t.pending = nil
 		if t.memw != nil {
 			t.memw.Close()
 			t.memw = nil
 		}
 		t.mem.close()
+		t.memTID = t.pid
 		t.mem = newMemReader(t.pid, t.pid)
 		t.cache = target.NewMemCache(t.mem)
 		t.ModulesChanged()
@@ -675,13 +683,16 @@ func (t *Tracee) handle(wpid int, ws unix.WaitStatus, stopping bool) (Event, boo
 		}
 	case 0:
 		th.stopped = true
-		if sig == unix.SIGTRAP {
+		code := trapCode(wpid, sig)
+		if code == siKernel {
 			if addr, regs, ok := t.breakpointHit(wpid); ok {
 				th.hit = addr
 				regs.Rip = addr
 				return Event{Kind: EventBreakpoint, TID: wpid, Addr: addr, Regs: regs}, true, nil
 			}
-			if th.watching && t.watchHit(wpid) {
+		}
+		if code == trapHWBreakpoint && th.watching {
+			if v, err := peekUser(wpid, dr6); err == nil && v&1 != 0 {
 				th.watching = false
 				if err := clearWatch(wpid); err != nil {
 					return Event{}, false, fmt.Errorf("process %d: clearing the watch of thread %d: %w", t.pid, wpid, err)
@@ -696,7 +707,6 @@ func (t *Tracee) handle(wpid int, ws unix.WaitStatus, stopping bool) (Event, boo
 		th.signal = int(sig)
 		return Event{}, false, t.after(th, stopping)
 	default:
-		th.stopped = true
 		return Event{}, false, t.after(th, stopping)
 	}
 }
@@ -711,15 +721,24 @@ func (t *Tracee) after(th *tthread, stopping bool) error {
 	return t.resume(th)
 }
 
-// breakpointHit reports whether thread tid's SIGTRAP comes from one of
-// the breakpoints' int3, which, and the thread's registers.
-func (t *Tracee) breakpointHit(tid int) (uint64, target.Registers, bool) {
-	info, err := getSiginfo(tid)
-	if err != nil || info.code != siKernel {
-		return 0, target.Registers{}, false
+// trapCode returns the si_code of a SIGTRAP thread tid is about to
+// receive, -1 for another signal or when unknown.
+func trapCode(tid int, sig syscall.Signal) int32 {
+	if sig != unix.SIGTRAP {
+		return -1
 	}
+	info, err := getSiginfo(tid)
+	if err != nil {
+		return -1
+	}
+	return info.code
+}
+
+// breakpointHit reports whether thread tid, stopped by an int3's SIGTRAP,
+// is just past one of the breakpoints, which, and its registers.
+func (t *Tracee) breakpointHit(tid int) (uint64, target.Registers, bool) {
 	regs, err := getRegs(tid)
-	if err != nil || t.bps[regs.Rip-1] == nil {
+	if err != nil || !t.bps[regs.Rip-1] {
 		return 0, target.Registers{}, false
 	}
 	return regs.Rip - 1, regs, true
@@ -749,7 +768,7 @@ func (t *Tracee) handleRelative(rel *relative, ws unix.WaitStatus) error {
 		}
 		return nil // held until the parent's fork event says what it is
 	case event == 0 && sig == unix.SIGTRAP:
-		if addr, _, ok := t.breakpointHit(rel.pid); ok {
+		if addr, _, ok := t.breakpointHit(rel.pid); ok && trapCode(rel.pid, sig) == siKernel {
 			// A vforked child passing a breakpoint of the shared memory.
 			th := &tthread{tid: rel.pid, hit: addr}
 			if err := t.stepOverReturn(th); err != nil {
@@ -801,13 +820,18 @@ func (t *Tracee) stopAll() (*Snapshot, error) {
 	}
 	for _, tid := range t.sortedTIDs() {
 		th := t.threads[tid]
-		if th.newborn || th.stopped && !th.groupStop {
-			continue
+		if th.newborn || th.stopped {
+			continue // its first stop is coming, or it is in a ptrace stop
 		}
-		if err := unix.PtraceInterrupt(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+		err := unix.PtraceInterrupt(tid)
+		switch {
+		case errors.Is(err, unix.ESRCH):
+			// A main thread that has exited (pthread_exit) waits as a
+			// zombie for the others: it runs no code.
+			th.stopped = true
+		case err != nil:
 			return nil, fmt.Errorf("process %d: interrupting thread %d: %w", t.pid, tid, err)
 		}
-		th.stopped = false
 	}
 	ev, err := t.wait(true)
 	if err != nil {
@@ -815,6 +839,14 @@ func (t *Tracee) stopAll() (*Snapshot, error) {
 	}
 	if ev.Kind == EventExit {
 		return nil, fmt.Errorf("process %d exited while it was being stopped", t.pid)
+	}
+	for _, p := range t.pending {
+		if p.Kind == EventExec {
+			return nil, fmt.Errorf("process %d executed a new program while it was being stopped", t.pid)
+		}
+	}
+	if err := t.settleTraps(); err != nil {
+		return nil, err
 	}
 	s := &Snapshot{t: t}
 	for _, tid := range t.sortedTIDs() {
@@ -832,6 +864,39 @@ func (t *Tracee) stopAll() (*Snapshot, error) {
 	}
 	t.cache.Invalidate()
 	return s, nil
+}
+
+// settleTraps finds threads that StopAll's interrupt caught right after
+// they executed a breakpoint's int3: the SIGTRAP is still pending, and
+// would be delivered (killing the program) on detach. Each is resumed
+// into that SIGTRAP's stop, which makes it an ordinary breakpoint hit,
+// queued for Continue.
+func (t *Tracee) settleTraps() error {
+	for _, tid := range t.sortedTIDs() {
+		th := t.threads[tid]
+		if !th.stopped || th.hit != 0 || th.groupStop {
+			continue
+		}
+		regs, err := getRegs(tid)
+		if err != nil || !t.bps[regs.Rip-1] {
+			continue
+		}
+		if err := unix.PtraceCont(tid, 0); err != nil {
+			return fmt.Errorf("process %d: resuming thread %d into its breakpoint trap: %w", t.pid, tid, err)
+		}
+		ws, err := waitPid(tid, unix.WALL|unix.WNOTHREAD)
+		if err != nil {
+			return fmt.Errorf("process %d: waiting for thread %d's breakpoint trap: %w", t.pid, tid, err)
+		}
+		ev, ok, err := t.handle(tid, ws, true)
+		if err != nil {
+			return err
+		}
+		if ok {
+			t.pending = append(t.pending, ev)
+		}
+	}
+	return nil
 }
 
 // Detach removes every breakpoint and lets the process run on untraced,
@@ -860,7 +925,7 @@ func (t *Tracee) release(kill bool) error {
 			}
 			for !t.gone {
 				var ws unix.WaitStatus
-				wpid, err := unix.Wait4(-1, &ws, unix.WALL, nil)
+				wpid, err := unix.Wait4(-1, &ws, unix.WALL|unix.WNOTHREAD, nil)
 				if errors.Is(err, unix.EINTR) {
 					continue
 				}
@@ -926,7 +991,6 @@ func (t *Tracee) detachAll() []error {
 			}
 		}
 		if th.hit != 0 {
-			// The breakpoint is gone: resume on the original return.
 			if err := t.stepOverReturn(th); err != nil {
 				errs = append(errs, err)
 			}
@@ -935,7 +999,6 @@ func (t *Tracee) detachAll() []error {
 			errs = append(errs, fmt.Errorf("process %d: detaching from thread %d: %w", t.pid, tid, err))
 		}
 	}
-	t.bps = make(map[uint64]*breakpoint)
 	return errs
 }
 
@@ -1041,16 +1104,6 @@ func (t *Tracee) WatchWrite(tid int, addr uint64) error {
 		th.watching = true
 	})
 	return err
-}
-
-// watchHit reports whether thread tid's SIGTRAP comes from its watch.
-func (t *Tracee) watchHit(tid int) bool {
-	info, err := getSiginfo(tid)
-	if err != nil || info.code != trapHWBreakpoint {
-		return false
-	}
-	v, err := peekUser(tid, dr6)
-	return err == nil && v&1 != 0
 }
 
 // clearWatch disables the thread's debug registers.
