@@ -1236,10 +1236,19 @@ func TestTargetGoneWhileAttached(t *testing.T) {
 	t.Run("killed_before_setup", func(t *testing.T) {
 		p := fixture.Start(t, "busy", fixture.StartOptions{Env: busyEnv()})
 		afterAttach = func(pid int) {
+			// This runs in runInProcess's goroutine: no t.Fatal here.
 			if err := syscall.Kill(pid, unix.SIGKILL); err != nil {
 				t.Errorf("kill: %v", err)
+				return
 			}
-			waitZombie(t, pid)
+			deadline := time.Now().Add(stateTimeout)
+			for procState(pid) != 'Z' {
+				if time.Now().After(deadline) {
+					t.Errorf("process %d did not end within %v of SIGKILL: threads %s", pid, stateTimeout, threadStates(pid))
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
 		}
 		defer func() { afterAttach = nil }()
 		o := runInProcess(t, p.PID, "attach", strconv.Itoa(p.PID), "regions", "--json")

@@ -49,7 +49,7 @@ func checkRetry(set bool, n int, args []string, trace bool) error {
 	}
 	if len(args) > 1 && n == defaultRetries {
 		if _, err := strconv.Atoi(args[1]); err == nil {
-			return fmt.Errorf("--retry takes its number after '=' (--retry=%s); %s is not a view", args[1], args[1])
+			return fmt.Errorf("%s is not a view; a number of retries goes after '=' (--retry=%s)", args[1], args[1])
 		}
 	}
 	if n < 1 || n > maxRetries {

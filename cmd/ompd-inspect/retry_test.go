@@ -243,7 +243,8 @@ func TestRetryPauseInterrupted(t *testing.T) {
 
 // TestRetryFlag checks --retry's values before anything is attached.
 func TestRetryFlag(t *testing.T) {
-	wantError(t, "ompd-inspect: --retry takes its number after '=' (--retry=3); 3 is not a view", "attach", "1", "--retry", "3")
+	wantError(t, "ompd-inspect: 3 is not a view; a number of retries goes after '=' (--retry=3)", "attach", "1", "--retry", "3")
+	wantError(t, "ompd-inspect: 3 is not a view; a number of retries goes after '=' (--retry=3)", "attach", "1", "--retry=5", "3")
 	wantError(t, "ompd-inspect: --retry=0: the number of retries goes from 1 to 20", "attach", "1", "--retry=0")
 	wantError(t, "ompd-inspect: --retry=21: the number of retries goes from 1 to 20", "attach", "1", "--retry=21")
 	wantError(t, "ompd-inspect: --retry does not go with --trace", "attach", "1", "--retry", "--trace")

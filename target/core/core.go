@@ -10,12 +10,14 @@ package core
 
 import (
 	"bufio"
+	"cmp"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 
 	"github.com/ompd-inspect/ompd-inspect/target"
@@ -35,8 +37,11 @@ const (
 	// MaxFileNoteBytes is the largest NT_FILE note read.
 	MaxFileNoteBytes = 256 << 20
 	// MaxWarnings is the largest number of warnings kept about one
-	// core; Warnings adds one line counting the rest.
-	MaxWarnings = 50
+	// core; Warnings adds one line counting the rest. A core opened on
+	// another machine without --sysroot warns once for every library it
+	// names: the cap leaves room for a large program's (so the warning
+	// that matters is not the one cut), and still bounds a hostile core.
+	MaxWarnings = 500
 )
 
 const (
@@ -125,11 +130,11 @@ type Core struct {
 	// warningsLeft counts the warnings beyond MaxWarnings, not kept.
 	warningsLeft int
 
-	// noteBytes counts the bytes of the PT_NOTE segments read;
-	// notesOverlap is set once they exceeded the file and that was
-	// warned about.
-	noteBytes    uint64
-	notesOverlap bool
+	// noteRanges are the file ranges [start, end) of the PT_NOTE
+	// segments read, sorted; overlapped counts the segments skipped
+	// because they overlap one of them (warned about once).
+	noteRanges [][2]uint64
+	overlapped int
 }
 
 var _ target.Target = (*Core)(nil)
@@ -286,6 +291,17 @@ func (c *Core) readHeader() ([]elf.ProgHeader, error) {
 	return phdrs, nil
 }
 
+// newNoteRange records the note segment [start, end) of the file, unless
+// it overlaps one already recorded.
+func (c *Core) newNoteRange(start, end uint64) bool {
+	i, _ := slices.BinarySearchFunc(c.noteRanges, start, func(r [2]uint64, v uint64) int { return cmp.Compare(r[0], v) })
+	if i > 0 && c.noteRanges[i-1][1] > start || i < len(c.noteRanges) && c.noteRanges[i][0] < end {
+		return false
+	}
+	c.noteRanges = slices.Insert(c.noteRanges, i, [2]uint64{start, end})
+	return true
+}
+
 // readNotes reads the notes of one PT_NOTE segment. Malformed or
 // truncated notes end the segment with a warning; only an I/O error is
 // returned.
@@ -297,17 +313,15 @@ func (c *Core) readNotes(p elf.ProgHeader) error {
 	if avail < p.Filesz {
 		c.warnf("core is truncated: %d of %d bytes of the note segment at offset %#x present", avail, p.Filesz, p.Off)
 	}
-	// Segments that overlap would have the same bytes read again and
-	// again: all together they may hold no more than the file.
-	if c.notesOverlap {
+	// A segment that overlaps one already read would have the same notes
+	// (threads, files) read again: it is skipped.
+	if avail > 0 && !c.newNoteRange(p.Off, p.Off+avail) {
+		c.overlapped++
+		if c.overlapped == 1 {
+			c.warnf("reading notes of %s: the PT_NOTE segment at offset %#x overlaps one already read; it is ignored, as is every other such segment", c.Path, p.Off)
+		}
 		return nil
 	}
-	if avail > uint64(c.size)-c.noteBytes {
-		c.notesOverlap = true
-		c.warnf("reading notes of %s: the PT_NOTE segments hold more than the %d bytes of the file (they overlap); the rest are ignored", c.Path, c.size)
-		return nil
-	}
-	c.noteBytes += avail
 	br := bufio.NewReaderSize(io.NewSectionReader(c.f, int64(p.Off), int64(avail)), int(min(avail, 64<<10)))
 	pos := uint64(0)
 	for count := 0; ; count++ {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/ompd-inspect/ompd-inspect/target"
 	telf "github.com/ompd-inspect/ompd-inspect/target/elf"
@@ -313,19 +314,19 @@ func inSysroot(root, name string) (string, error) {
 // magic. Anything else is not opened: a core may name any path, and
 // opening a FIFO blocks, opening a device can act on it.
 func fileIsELF(path string) (bool, error) {
-	st, err := os.Stat(path)
-	if err != nil {
+	// Devices are not even opened (an open may have effects); the open
+	// does not block, so a FIFO put in the file's place after that check
+	// cannot hang it, and only what is still a regular file is read.
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
 		return false, err
 	}
-	if !st.Mode().IsRegular() {
-		return false, nil
-	}
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return false, err
 	}
 	defer f.Close()
-	if st, err = f.Stat(); err != nil {
+	st, err := f.Stat()
+	if err != nil {
 		return false, err
 	}
 	if !st.Mode().IsRegular() {

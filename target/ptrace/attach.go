@@ -72,6 +72,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 	// every thread has stopped, it shows an exec that raced the attach.
 	p.image, p.imageErr = execIdentity(pid)
 	p.tr = startTracer()
+	stopReaper := reapTracedZombies(pid, p.tr.tid)
 	p.tr.do(func() {
 		err = p.attachAll(opts)
 		if err == nil && p.execed() {
@@ -84,6 +85,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 			p.abort()
 		}
 	})
+	stopReaper()
 	if err != nil {
 		var ie *InterruptedError
 		interrupted := errors.As(err, &ie)
@@ -134,6 +136,49 @@ func Attach(pid int, opts Options) (*Process, error) {
 		p.modules = append(p.modules, mod)
 	}
 	return p, nil
+}
+
+// reaperInterval is how often reapTracedZombies looks for zombies.
+const reaperInterval = 20 * time.Millisecond
+
+// reapTracedZombies reaps, until stopped, the threads of process pid that
+// died while traced by the tracing thread tracerTID. It breaks a deadlock
+// of exec with attaching: a thread that executes a program waits, holding
+// the lock PTRACE_SEIZE needs, until the other threads are reaped; a
+// traced thread is reaped by its tracer, and the tracing thread is then
+// blocked in PTRACE_SEIZE. Any thread of ompd-inspect may reap it, so this
+// goroutine does; the tracing thread then finds it gone (ECHILD) and drops
+// it.
+func reapTracedZombies(pid, tracerTID int) (stop func()) {
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(reaperInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			tids, err := listTasks(pid)
+			if err != nil {
+				continue
+			}
+			for _, tid := range tids {
+				st, err := readStatus(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+				if err == nil && st.stateLetter() == 'Z' && st.TracerPid == tracerTID {
+					var ws unix.WaitStatus
+					_, _ = unix.Wait4(tid, &ws, unix.WNOHANG|unix.WALL, nil)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(quit)
+		<-done
+	}
 }
 
 // precheck rejects what cannot be attached before any ptrace request, with

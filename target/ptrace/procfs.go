@@ -204,19 +204,18 @@ func (p *Process) Alive() error {
 	if err != nil {
 		return fmt.Errorf("process %d: listing its threads: %w", p.pid, err)
 	}
+	// A killed process loses its memory before its threads become
+	// zombies: no mappings left for the thread memory was read through
+	// means it is gone too.
+	if maps, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(p.mem.tid), "maps")); err != nil || len(maps) == 0 {
+		return p.goneError()
+	}
 	for _, e := range ents {
 		st, err := readStatus(filepath.Join(dir, e.Name(), "status"))
 		if err != nil {
 			continue // the thread went meanwhile
 		}
-		if l := st.stateLetter(); l == 'Z' || l == 'X' {
-			continue
-		}
-		// A killed process loses its memory before its threads become
-		// zombies: a live thread with no mappings left is going too. (A
-		// main thread that has exited has no mappings of its own, so
-		// each thread's are read.)
-		if maps, err := os.ReadFile(filepath.Join(dir, e.Name(), "maps")); err == nil && len(maps) > 0 {
+		if l := st.stateLetter(); l != 'Z' && l != 'X' {
 			return nil
 		}
 	}
