@@ -3,6 +3,7 @@ package inspect
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -89,7 +90,7 @@ func (b *builder) openDLL(path string) error {
 	paths := []string{path}
 	if path == "" {
 		if b.dllLocsErr != nil {
-			return fmt.Errorf("the dll backend: reading the runtime's ompd_dll_locations: %w", b.dllLocsErr)
+			return fmt.Errorf("the dll backend: %w", b.dllLocsErr) // it names ompd_dll_locations
 		}
 		paths = dll.Candidates(b.dllLocs, b.rt.File)
 		if len(paths) == 0 {
@@ -396,14 +397,14 @@ func (b *builder) addRegionChain(tid int, p backend.Parallel) int {
 		}
 		idx, first := b.regions.Intern(p)
 		p = b.regions.At(idx)
-		if !first && containsInt(chain, idx) {
+		if !first && slices.Contains(chain, idx) {
 			b.warn("region %s: the chain of enclosing parallel regions repeats region %s: stopped there (a cycle, or memory changing while read)", b.r.Regions[chain[0]].ID, b.r.Regions[idx].ID)
 			break
 		}
 		if first {
 			b.newRegion(idx, level, p)
 		}
-		if reg := &b.r.Regions[idx]; reg.Serialized && !containsInt(reg.Threads, tid) {
+		if reg := &b.r.Regions[idx]; reg.Serialized && !slices.Contains(reg.Threads, tid) {
 			reg.Threads = append(reg.Threads, tid)
 		}
 		chain = append(chain, idx)
@@ -430,15 +431,6 @@ func (b *builder) addRegionChain(tid int, p backend.Parallel) int {
 		return -1
 	}
 	return chain[0]
-}
-
-func containsInt(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // newRegion appends the region p, just interned at index idx, to
@@ -524,7 +516,7 @@ func (b *builder) addTaskChain(k backend.Task, tid int) int {
 		if first < 0 {
 			first = idx
 		}
-		if !isNew && containsInt(chain, idx) {
+		if !isNew && slices.Contains(chain, idx) {
 			b.warn("task %s: the chain of generating tasks repeats task %s: stopped there (a cycle, or memory changing while read)", b.r.Tasks[first].ID, b.r.Tasks[idx].ID)
 			return first
 		}
