@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test.sh: runs every test of ompd-inspect, then a short run of each fuzz
-# target (scripts/fuzz.sh; FUZZTIME per target, default 20s). It first runs
+# target (scripts/fuzz.sh: a number of executions each, or FUZZTIME). It first runs
 # scripts/setup.sh (idempotent), so it also works on a fresh machine.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
