@@ -179,10 +179,9 @@ func TestDLLBackendErrors(t *testing.T) {
 	wantError(t, "ompd-inspect: the dll backend: loading OMPD library /lib/x86_64-linux-gnu/libz.so.1: /lib/x86_64-linux-gnu/libz.so.1 defines no ompd_initialize; the native backend (--backend native) works without it",
 		"attach", pid, "--backend", "dll", "--ompd-library", "/lib/x86_64-linux-gnu/libz.so.1")
 	// Without --ompd-library: the runtime names libompd.so and a path next
-	// to itself, neither of which exists here. (In a fresh process: in this
-	// one dlopen finds the library loaded above by its soname.)
+	// to itself, neither of which exists here.
 	rt := fixture.OMPDLibDir() + "/libompd.so"
-	wantProcessError(t, builtCLI(t), "ompd-inspect: the dll backend: loading OMPD library libompd.so: libompd.so: cannot open shared object file: No such file or directory; loading OMPD library "+rt+": "+rt+": cannot open shared object file: No such file or directory; the native backend (--backend native) works without it",
+	wantProcessError(t, builtCLI(t), "ompd-inspect: the dll backend: loading OMPD library libompd.so: not found in LD_LIBRARY_PATH, the directories of /etc/ld.so.conf or the default library directories; loading OMPD library "+rt+": no such file; the native backend (--backend native) works without it",
 		"attach", pid, "--backend", "dll")
 	wantError(t, "ompd-inspect: unknown --backend \"gdb\": want native, dll or both", "attach", pid, "--backend", "gdb")
 	wantError(t, "ompd-inspect: --ompd-library goes with --backend dll or both", "attach", pid, "--ompd-library", fixture.LibompdPath())

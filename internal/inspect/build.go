@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/handles"
+	"github.com/ompd-inspect/ompd-inspect/internal/trust"
 	"github.com/ompd-inspect/ompd-inspect/ompd"
 	"github.com/ompd-inspect/ompd-inspect/ompd/backend"
 	"github.com/ompd-inspect/ompd-inspect/ompd/dll"
@@ -99,6 +100,20 @@ func (b *builder) openDLL(path string) error {
 	}
 	var errs []string
 	for _, p := range paths {
+		if path == "" {
+			// The target named p: load it only if nobody but root and the
+			// invoking user could have written it.
+			resolved, err := dll.Trusted(p, trust.Invoker())
+			if trust.IsUntrusted(err) {
+				errs = append(errs, fmt.Sprintf("not loading %s: %v: only files that root or you own, in directories only root or you can write, are loaded from where a target points (name a library you trust with --ompd-library)", p, err))
+				continue
+			}
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("loading OMPD library %v", err))
+				continue
+			}
+			p = resolved
+		}
 		as, err := dll.Open(p, b.cb, b.rt.Name)
 		if err == nil {
 			b.as = as
