@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
@@ -56,27 +57,10 @@ func startOn(t *testing.T, dir string, asUser bool) *fixture.Process {
 	}
 	p := fixture.Start(t, "nested", fixture.StartOptions{Exe: argv[0], Args: argv[1:]})
 	maps, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/maps")
-	if err != nil || !containsLine(string(maps), filepath.Join(dir, "libomp.so")) {
+	if err != nil || !strings.Contains(string(maps), " "+filepath.Join(dir, "libomp.so")+"\n") {
 		t.Fatalf("the fixture does not run on the copied runtime %s: %v", dir, err)
 	}
 	return p
-}
-
-func containsLine(s, sub string) bool {
-	for len(s) > 0 {
-		i := 0
-		for i < len(s) && s[i] != '\n' {
-			i++
-		}
-		if filepath.Base(s[:i]) == filepath.Base(sub) && len(s[:i]) >= len(sub) && s[i-len(sub):i] == sub {
-			return true
-		}
-		if i == len(s) {
-			break
-		}
-		s = s[i+1:]
-	}
-	return false
 }
 
 // TestDLLTrust: run as root against another user's process, the dll
