@@ -15,33 +15,43 @@ stamp=$build/.ompd-inspect-built
 log() { printf 'setup: %s\n' "$*" >&2; }
 
 # gcc: cgo builds the dll backend (ompd/dll); util-linux: setpriv for the
-# least-privilege test.
-need_pkgs=(clang-19 libomp-19-dev gdb cmake ninja-build dpkg-dev xz-utils make gcc libc6-dev util-linux)
+# least-privilege test; llvm-19: llvm-symbolizer-19, an oracle of the DWARF
+# tests (clang-19 only recommends it).
+need_pkgs=(clang-19 llvm-19 libomp-19-dev gdb cmake ninja-build dpkg-dev xz-utils make gcc libc6-dev util-linux)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+# The libomp source package comes from the archive the machine already uses
+# for its release's main component: a deb-src entry for it is added only
+# when the apt sources have none.
 srclist=/etc/apt/sources.list.d/ompd-inspect-deb-src.sources
-if [ ! -f "$srclist" ]; then
-  log "adding a deb-src entry for bookworm main ($srclist)"
-  cat >"$srclist" <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-  updated=no
-else
-  updated=yes
+codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+targets=$(apt-get indextargets --format '$(TARGET_OF) $(RELEASE) $(COMPONENT) $(REPO_URI)' | sort -u)
+uri=$(awk -v c="$codename" '$1 == "deb" && $2 == c && $3 == "main" { print $4; exit }' <<<"$targets")
+added=no
+if [ ! -f "$stamp" ] && ! awk -v c="$codename" -v u="$uri" '$1 == "deb-src" && $2 == c && $3 == "main" && $4 == u { f = 1 } END { exit !f }' <<<"$targets"; then
+  if [ -z "$codename" ] || [ -z "$uri" ]; then
+    log "no apt source for ${codename:-this release}'s main component: add one (deb and deb-src) and run setup again"
+    exit 1
+  fi
+  log "adding a deb-src entry for $codename main from $uri ($srclist)"
+  {
+    echo "Types: deb-src"
+    echo "URIs: $uri"
+    echo "Suites: $codename"
+    echo "Components: main"
+    if [ -f /usr/share/keyrings/debian-archive-keyring.gpg ]; then
+      echo "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
+    fi
+  } >"$srclist"
+  added=yes
 fi
 
-if [ ${#missing[@]} -gt 0 ] || [ "$updated" = no ] || [ ! -f "$stamp" ]; then
-  if [ ${#missing[@]} -gt 0 ] || [ ! -f "$stamp" ]; then
-    log "apt-get update"
-    apt-get update -qq
-  fi
+if [ ${#missing[@]} -gt 0 ] || [ "$added" = yes ]; then
+  log "apt-get update"
+  apt-get update -qq
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test.sh: runs every test of ompd-inspect, then a short run of each fuzz
+# test.sh: runs every test of ompd-inspect, the concurrent packages' again
+# under the race detector, then a short run of each fuzz
 # target (scripts/fuzz.sh: a number of executions each, or FUZZTIME). It first runs
 # scripts/setup.sh (idempotent), so it also works on a fresh machine.
 set -euo pipefail
@@ -9,4 +10,7 @@ bash scripts/setup.sh
 export PATH=$PATH:/usr/local/go/bin
 go vet ./...
 go test -count=1 -timeout 40m ./... "$@"
+# Once more with the race detector, the packages whose code shares state
+# across goroutines (the tracing thread, the waiter, the dll registry).
+go test -race -count=1 -timeout 40m ./target/ptrace/ ./ompd/ ./ompd/dll/ ./internal/trace/ ./cmd/ompd-inspect/ "$@"
 bash scripts/fuzz.sh

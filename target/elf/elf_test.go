@@ -12,13 +12,18 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
 )
 
 const (
 	testBuildID  = "0123456789abcdef0123456789abcdef01234567"
 	debianLibomp = "/usr/lib/llvm-19/lib/libomp.so.5"
-	ompdLibomp   = "/var/cache/ompd-inspect/libomp-19-build/runtime/src/libomp.so"
 )
+
+// ompdLibomp returns the path of the OMPD-enabled libomp that
+// scripts/setup.sh builds in the cache ($OMPD_INSPECT_CACHE).
+func ompdLibomp() string { return filepath.Join(fixture.OMPDLibDir(), "libomp.so") }
 
 // testdataPath returns the absolute path of testdata/name.
 func testdataPath(tb testing.TB, name string) string {
@@ -77,12 +82,12 @@ func run(t *testing.T, name string, args ...string) {
 	}
 }
 
-// compile builds testdata/symbols.c with the compiler cc (skipping the
-// test when it is missing) into dir/name.
+// compile builds testdata/symbols.c with the compiler cc (scripts/setup.sh
+// installs the compilers) into dir/name.
 func compile(t *testing.T, cc, dir, name string, flags ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("%s not installed: %v", cc, err)
+		t.Fatalf("%s not installed (run scripts/setup.sh): %v", cc, err)
 	}
 	out := filepath.Join(dir, name)
 	args := append([]string{"-g", "-O0", "-o", out, source(t)}, flags...)
@@ -413,12 +418,13 @@ func TestBuildIDDir(t *testing.T) {
 }
 
 func TestDebianLibomp(t *testing.T) {
+	// scripts/setup.sh installs Debian's libomp (libomp-19-dev).
 	if _, err := os.Stat(debianLibomp); err != nil {
-		t.Skipf("Debian libomp not installed (%v); install libomp5-19", err)
+		t.Fatalf("Debian's libomp is not installed (%v): run scripts/setup.sh", err)
 	}
 	im := mustOpen(t, debianLibomp)
 	if im.ef.SectionByType(elf.SHT_SYMTAB) != nil {
-		t.Skipf("%s is not stripped", debianLibomp)
+		t.Fatalf("%s has a symbol table: Debian's is stripped", debianLibomp)
 	}
 	s := mustSym(t, im, "omp_get_num_threads")
 	if !s.Func || s.Size == 0 || s.TLS {
@@ -442,10 +448,10 @@ func TestDebianLibomp(t *testing.T) {
 }
 
 func TestOMPDLibomp(t *testing.T) {
-	if _, err := os.Stat(ompdLibomp); err != nil {
-		t.Skipf("OMPD-enabled libomp not built (%v); run scripts/setup.sh", err)
+	if _, err := os.Stat(ompdLibomp()); err != nil {
+		t.Fatalf("no OMPD-enabled libomp (%v): run scripts/setup.sh", err)
 	}
-	im := mustOpen(t, ompdLibomp)
+	im := mustOpen(t, ompdLibomp())
 
 	// The OMPD layout variables live in .bss (ompd_init fills them at run
 	// time): they read as zero from the file, past the segment's file
@@ -464,7 +470,7 @@ func TestOMPDLibomp(t *testing.T) {
 		}
 	}
 	// The values agree with a plain debug/elf reading of .symtab.
-	ef, err := elf.Open(ompdLibomp)
+	ef, err := elf.Open(ompdLibomp())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +516,8 @@ func TestOMPDLibomp(t *testing.T) {
 	}
 	src, err := os.ReadFile(file)
 	if err != nil {
-		t.Skipf("libomp source not kept (%v); line numbers not checked", err)
+		// scripts/setup.sh builds the runtime from sources it keeps.
+		t.Fatalf("the libomp source its DWARF names: %v", err)
 	}
 	lines := strings.Split(string(src), "\n")
 	if dline < 1 || dline > len(lines) || !strings.Contains(lines[dline-1], "__kmp_get_global_thread_id(") {

@@ -39,11 +39,11 @@ func inlineLine(t *testing.T, name string) int {
 }
 
 // buildInline compiles testdata/inline.c with cc and the optimization
-// and debug flags into dir/name, skipping the test when cc is missing.
+// and debug flags into dir/name (scripts/setup.sh installs the compilers).
 func buildInline(t *testing.T, cc, dir, name string, flags ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath(cc); err != nil {
-		t.Skipf("%s not installed: %v", cc, err)
+		t.Fatalf("%s not installed (run scripts/setup.sh): %v", cc, err)
 	}
 	out := filepath.Join(dir, name)
 	args := append([]string{"-O2", "-g", "-o", out, inlineSource(t)}, flags...)
@@ -163,7 +163,7 @@ var symbolizers = []struct {
 // frame after the symbol table.
 func TestFramesAtSymbolizers(t *testing.T) {
 	if _, err := exec.LookPath("objcopy"); err != nil {
-		t.Skipf("objcopy not installed: %v", err)
+		t.Fatalf("objcopy not installed (run scripts/setup.sh): %v", err)
 	}
 	for _, b := range inlineBuilds {
 		t.Run(b.name, func(t *testing.T) {
@@ -224,8 +224,7 @@ func TestFramesAtSymbolizers(t *testing.T) {
 			compared := 0
 			for _, tool := range symbolizers {
 				if _, err := exec.LookPath(tool.name); err != nil {
-					t.Logf("%s not installed: %v", tool.name, err)
-					continue
+					t.Fatalf("%s not installed (run scripts/setup.sh): %v", tool.name, err)
 				}
 				if why, ok := tool.skip[b.name]; ok {
 					t.Logf("not compared with %s: %s", tool.name, why)
@@ -248,7 +247,7 @@ func TestFramesAtSymbolizers(t *testing.T) {
 				compared++
 			}
 			if compared == 0 {
-				t.Skip("no symbolizer to compare with")
+				t.Fatal("no symbolizer compared")
 			}
 			t.Logf("%d addresses, %d with inlined frames", len(addrs), inlined)
 		})
@@ -326,7 +325,7 @@ func TestFramesAtNoDWARF(t *testing.T) {
 // directory.
 func TestSameNameFiles(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skipf("gcc not installed: %v", err)
+		t.Fatalf("gcc not installed (run scripts/setup.sh): %v", err)
 	}
 	dir := t.TempDir()
 	for i, body := range []string{
