@@ -175,7 +175,9 @@ func TestTraceEvents(t *testing.T) {
 		trace.KindParallelBegin: 10, trace.KindParallelEnd: 10,
 		// 7 tasks, and the untied task twice: clang runs it in two parts
 		// (the first re-queues it), and the runtime passes the locations
-		// for each part.
+		// for each part. The parts may run one after the other on one
+		// thread or on two, or overlap on two threads (the second taken
+		// before the first has passed task-end), ending in either order.
 		trace.KindTaskBegin: 9, trace.KindTaskEnd: 9,
 		// The initial thread and the 3 workers the teams of 4 need.
 		trace.KindThreadBegin: 4, trace.KindThreadEnd: 4,
@@ -280,6 +282,71 @@ func TestTraceEvents(t *testing.T) {
 	// All 8 tasks come from the single thread's implicit task.
 	if len(parents) != 1 {
 		t.Errorf("task parents %v, want exactly one (the implicit task of the single thread)", parents)
+	}
+	// Both parts are of one task.
+	parts := map[string]int{}
+	for _, ev := range r.events {
+		if ev.Kind == trace.KindTaskBegin && ev.Task.Location == untied {
+			parts[ev.Task.ID]++
+		}
+	}
+	if len(parts) != 1 {
+		t.Errorf("untied task-begins by task id %v, want both parts of one task", parts)
+	}
+	checkPairs(t, r.events, trace.KindTaskBegin, trace.KindTaskEnd, 9)
+	checkPairs(t, r.events, trace.KindParallelBegin, trace.KindParallelEnd, 10)
+}
+
+// checkPairs checks that every end event of a trace has the duration from
+// the begin of the same region or task on the same thread (the innermost
+// one not ended yet), whatever the order of the threads' events, and that
+// there are want such pairs and no other begin or end.
+func checkPairs(t *testing.T, events []trace.Event, begin, end string, want int) {
+	t.Helper()
+	id := func(ev trace.Event) string {
+		if ev.Region != nil {
+			return ev.Region.ID
+		}
+		return ev.Task.ID
+	}
+	type open struct {
+		id   string
+		time float64
+	}
+	opens := map[int][]open{} // by os_tid
+	pairs := 0
+	for _, ev := range events {
+		switch ev.Kind {
+		case begin:
+			opens[ev.OSTID] = append(opens[ev.OSTID], open{id(ev), ev.Time})
+		case end:
+			stack := opens[ev.OSTID]
+			i := len(stack) - 1
+			for i >= 0 && stack[i].id != id(ev) {
+				i--
+			}
+			if i < 0 {
+				t.Errorf("%s %s on thread %d at %v: no %s of it on that thread before", end, id(ev), ev.OSTID, ev.Time, begin)
+				continue
+			}
+			if d := ev.Time - stack[i].time; ev.Duration == nil || *ev.Duration != d {
+				got := "none"
+				if ev.Duration != nil {
+					got = fmt.Sprint(*ev.Duration)
+				}
+				t.Errorf("%s %s on thread %d at %v: duration %s, want %v (from its %s at %v)", end, id(ev), ev.OSTID, ev.Time, got, d, begin, stack[i].time)
+			}
+			opens[ev.OSTID] = append(stack[:i:i], stack[i+1:]...)
+			pairs++
+		}
+	}
+	for tid, stack := range opens {
+		for _, o := range stack {
+			t.Errorf("%s %s on thread %d at %v: never ended", begin, o.id, tid, o.time)
+		}
+	}
+	if pairs != want {
+		t.Errorf("%d %s/%s pairs, want %d", pairs, begin, end, want)
 	}
 }
 

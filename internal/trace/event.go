@@ -167,7 +167,7 @@ func (s *session) beginRegion(ev *Event, th *ompd.Thread, requested *int) (bool,
 	r.Requested = requested
 	ev.Region = r
 	k := s.sum.begin(ClassParallel, r.Location, r.Function, r.TeamSize, nil)
-	s.regions[ev.OSTID] = append(s.regions[ev.OSTID], openRegion{id: r.ID, time: ev.Time, key: k})
+	s.regions.begin(ev.OSTID, open{id: r.ID, time: ev.Time, key: k})
 	return s.emit(ev)
 }
 
@@ -209,16 +209,10 @@ func (s *session) parallelEnd(ev *Event, th *ompd.Thread) {
 		return
 	}
 	ev.Region = s.region(p, ev, true)
-	stack := s.regions[ev.OSTID]
-	for i := len(stack) - 1; i >= 0; i-- {
-		if stack[i].id != ev.Region.ID {
-			continue
-		}
-		d := ev.Time - stack[i].time
+	if o, ok := s.regions.end(ev.OSTID, ev.Region.ID); ok {
+		d := ev.Time - o.time
 		ev.Duration = &d
-		s.sum.end(stack[i].key, d, ev.Region.Threads)
-		s.regions[ev.OSTID] = append(stack[:i:i], stack[i+1:]...)
-		return
+		s.sum.end(o.key, d, ev.Region.Threads)
 	}
 }
 
@@ -321,23 +315,29 @@ func (s *session) task(ev *Event, th *ompd.Thread) bool {
 		t.Region = hex(p.Addr())
 	}
 	ev.Task = t
-	gtid := -1
-	if ev.GTID != nil {
-		gtid = *ev.GTID
-	}
+	s.pairTask(ev)
+	return true
+}
+
+// pairTask counts a described task event in the summary and, for a
+// task-end, matches it to the begin of the same part: the same task begun
+// on the same thread (see opens).
+func (s *session) pairTask(ev *Event) {
 	switch ev.Kind {
 	case KindTaskBegin:
-		k := s.sum.begin(ClassTask, t.Location, t.Function, 0, []int{gtid})
-		s.tasks[t.ID] = openTask{time: ev.Time, key: k}
+		gtid := -1
+		if ev.GTID != nil {
+			gtid = *ev.GTID
+		}
+		k := s.sum.begin(ClassTask, ev.Task.Location, ev.Task.Function, 0, []int{gtid})
+		s.tasks.begin(ev.OSTID, open{id: ev.Task.ID, time: ev.Time, key: k})
 	case KindTaskEnd:
-		if o, ok := s.tasks[t.ID]; ok {
+		if o, ok := s.tasks.end(ev.OSTID, ev.Task.ID); ok {
 			d := ev.Time - o.time
 			ev.Duration = &d
-			delete(s.tasks, t.ID)
 			s.sum.end(o.key, d, nil)
 		}
 	}
-	return true
 }
 
 func flagNames(f ompd.Flags) []string {

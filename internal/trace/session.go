@@ -145,29 +145,18 @@ type session struct {
 	forkStart, forkEnd uint64
 	funcs              map[uint64]string // symbolize's names by address
 
-	regions map[int][]openRegion  // by OS thread: regions it began
-	tasks   map[string]openTask   // by task id
+	regions opens                 // regions each OS thread began
+	tasks   opens                 // task parts each OS thread began
 	begins  map[int]*pendingBegin // parallel-begin waiting for the new team (by OS thread)
 	sum     *summer
 	warned  map[string]bool
 	stopped bool
 }
 
-type openRegion struct {
-	id   string
-	time float64
-	key  string
-}
-
 // pendingBegin is a parallel-begin event whose region is not current yet.
 type pendingBegin struct {
 	ev        *Event
 	requested *int
-}
-
-type openTask struct {
-	time float64
-	key  string
 }
 
 // Run follows the program until it ends, is detached or killed, and
@@ -179,8 +168,8 @@ func Run(tc *ptrace.Tracee, opts Options) (Exit, *Summary, error) {
 		opts:    opts,
 		start:   time.Now(),
 		kinds:   make(map[uint64]string),
-		regions: make(map[int][]openRegion),
-		tasks:   make(map[string]openTask),
+		regions: make(opens),
+		tasks:   make(opens),
 		begins:  make(map[int]*pendingBegin),
 		sum:     newSummer(),
 		warned:  make(map[string]bool),
@@ -263,8 +252,8 @@ func (s *session) forget() {
 	s.forkStart, s.forkEnd = 0, 0
 	s.funcs = make(map[uint64]string)
 	s.kinds = make(map[uint64]string)
-	s.regions = make(map[int][]openRegion)
-	s.tasks = make(map[string]openTask)
+	s.regions = make(opens)
+	s.tasks = make(opens)
 	s.begins = make(map[int]*pendingBegin)
 }
 
