@@ -58,6 +58,20 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# Debian's stock libomp packages conflict with each other: each is
+# extracted into its own directory of the cache instead of installed
+# ($cache/stock/libomp5-NN/usr/lib/llvm-NN/lib/libomp.so.5).
+for v in 13 14 15 16 19; do
+  dir=$cache/stock/libomp5-$v
+  [ -f "$dir/usr/lib/llvm-$v/lib/libomp.so.5" ] && continue
+  log "extracting Debian's libomp5-$v into $dir"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download "libomp5-$v" >/dev/null 2>&1) || { apt-get update -qq && (cd "$tmp" && apt-get download "libomp5-$v" >/dev/null); }
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+  dpkg-deb -x "$tmp"/libomp5-"$v"_*.deb "$dir.tmp"
+  rm -rf "$tmp" "$dir" && mv "$dir.tmp" "$dir"
+done
+
 if [ -f "$stamp" ] && [ -f "$build/runtime/src/libomp.so" ] && [ -f "$build/libompd/src/libompd.so" ]; then
   log "OMPD-enabled libomp already built in $build"
   exit 0
