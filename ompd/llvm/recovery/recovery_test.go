@@ -87,7 +87,9 @@ func (m *procMem) read(addr uint64, n int) []byte {
 }
 
 func (m *procMem) u64(addr uint64) uint64 { return binary.LittleEndian.Uint64(m.read(addr, 8)) }
-func (m *procMem) i32(addr uint64) int64  { return int64(int32(binary.LittleEndian.Uint32(m.read(addr, 4)))) }
+func (m *procMem) i32(addr uint64) int64 {
+	return int64(int32(binary.LittleEndian.Uint32(m.read(addr, 4))))
+}
 
 func (m *procMem) str(addr uint64) string {
 	b := m.read(addr, 256)
