@@ -20,6 +20,9 @@ import (
 type Callbacks struct {
 	t       target.Target
 	runtime *target.Module
+	// know gives the runtime's symbols that its file does not name
+	// (recovered from its code); nil when the file names them.
+	know *Knowledge
 
 	mu   sync.Mutex
 	syms map[string]symResult
@@ -46,6 +49,15 @@ func NewCallbacks(t target.Target, runtime *target.Module) *Callbacks {
 	return c
 }
 
+// UseKnowledge makes symbol lookups fall back, for the runtime module, to
+// what k recovered from its code.
+func (c *Callbacks) UseKnowledge(k *Knowledge) {
+	c.mu.Lock()
+	c.know = k
+	clear(c.syms)
+	c.mu.Unlock()
+}
+
 // SymbolAddr implements ompd.Callbacks.
 func (c *Callbacks) SymbolAddr(name, fileHint string) (ompd.Address, error) {
 	c.mu.Lock()
@@ -58,6 +70,11 @@ func (c *Callbacks) SymbolAddr(name, fileHint string) (ompd.Address, error) {
 	var err error
 	if c.runtime != nil {
 		s, err = target.LookupSymbol(c.t, name, c.runtime)
+	}
+	if c.runtime != nil && err != nil {
+		if a, ok := c.know.symbol(c.runtime, name); ok {
+			s, err = target.Symbol{Name: name, Addr: a, Module: c.runtime}, nil
+		}
 	}
 	if c.runtime == nil || err != nil {
 		s, err = target.LookupSymbol(c.t, name, nil)

@@ -102,3 +102,8 @@ func (im *Image) DynamicRelocations() ([]Reloc, error) {
 	}
 	return out, nil
 }
+
+// HasSymtab reports whether the file itself has a symbol table (.symtab):
+// a stripped file has only .dynsym, and Symbol then also reads the
+// .symtab of its separate debug file.
+func (im *Image) HasSymtab() bool { return im.ef.SectionByType(elf.SHT_SYMTAB) != nil }

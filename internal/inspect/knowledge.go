@@ -1,0 +1,119 @@
+package inspect
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm/recovery"
+	"github.com/ompd-inspect/ompd-inspect/target"
+)
+
+// Where the runtime's knowledge comes from (runtime.symbols_source and
+// runtime.layout_source of the report).
+const (
+	// SourceSymbols: the runtime's own symbol table (symbols_source).
+	SourceSymbols = "runtime-symbols"
+	// SourceLayoutSymbols: the runtime's own OMPD layout symbols
+	// (layout_source).
+	SourceLayoutSymbols = "ompd-symbols"
+	// SourceDebugFile: a separate debug file found for the runtime.
+	SourceDebugFile = "debug-file"
+	// SourceRecovered: recovered from the stripped runtime's code
+	// (ompd/llvm/recovery).
+	SourceRecovered = "recovered-from-code"
+)
+
+// Knowledge is what ompd-inspect knows about a runtime's symbols and OMPD
+// layout, and where each comes from: the first source of the chain that
+// has them (the runtime's symbols, a separate debug file, recovery from
+// its code).
+type Knowledge struct {
+	// SymbolsSource and LayoutSource are one of the Source* constants.
+	SymbolsSource, LayoutSource string
+	// DebugFile is the separate debug file used, if any.
+	DebugFile string
+	// Recovered is what recovery found, when it was the source.
+	Recovered *recovery.Knowledge
+}
+
+// KnowledgeOf returns where the symbols and layout of the runtime module
+// rt come from. A runtime with no OMPD layout symbols in its file or a
+// debug file is recovered from its code; when that fails too, the error
+// says why.
+func KnowledgeOf(rt *target.Module) (*Knowledge, error) {
+	if rt.Image == nil {
+		return nil, fmt.Errorf("the OpenMP runtime %s could not be opened (see warnings)", rt.Name)
+	}
+	if HasOMPDSymbols(rt) {
+		k := &Knowledge{SymbolsSource: SourceSymbols, LayoutSource: SourceLayoutSymbols}
+		if !rt.Image.HasSymtab() {
+			// Image.Symbol read the debug file's .symtab.
+			k.SymbolsSource, k.LayoutSource, k.DebugFile = SourceDebugFile, SourceDebugFile, rt.Image.DebugFile()
+		}
+		return k, nil
+	}
+	rec, err := recovery.Recover(rt.Image)
+	if err != nil {
+		return nil, fmt.Errorf("the OpenMP runtime %s has no OMPD layout symbols (it is stripped, as Debian's libomp is), no debug file was found for it, and its code does not reveal them: %w", rt.Name, err)
+	}
+	return &Knowledge{SymbolsSource: SourceRecovered, LayoutSource: SourceRecovered, Recovered: rec}, nil
+}
+
+// symbol returns the runtime address of a recovered symbol of rt.
+func (k *Knowledge) symbol(rt *target.Module, name string) (uint64, bool) {
+	if k == nil || k.Recovered == nil {
+		return 0, false
+	}
+	a, ok := k.Recovered.Symbols[name]
+	if !ok {
+		return 0, false
+	}
+	return a + rt.Bias, true
+}
+
+// CheckMemory compares the layout block in the target's memory, which the
+// runtime's ompd_init wrote, with the values recovered from its code. A
+// runtime not initialized yet (all zero) or a block that differs gives an
+// error naming the first differences: the layout cannot be trusted then.
+func (k *Knowledge) CheckMemory(t target.Target, rt *target.Module) error {
+	if k == nil || k.Recovered == nil {
+		return nil
+	}
+	names := make([]string, 0, len(k.Recovered.Layout))
+	for n := range k.Recovered.Layout {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool { return k.Recovered.Symbols[names[i]] < k.Recovered.Symbols[names[j]] })
+	if len(names) == 0 {
+		return nil
+	}
+	first := k.Recovered.Symbols[names[0]] + rt.Bias
+	block := make([]byte, 8*len(names))
+	if err := t.ReadMemory(first, block); err != nil {
+		return fmt.Errorf("reading the runtime's OMPD layout block at %#x: %w", first, err)
+	}
+	var diffs []string
+	zero := true
+	for _, n := range names {
+		off := k.Recovered.Symbols[n] + rt.Bias - first
+		if off+8 > uint64(len(block)) {
+			return fmt.Errorf("the recovered layout of %s is not one block", rt.Name)
+		}
+		got := binary.LittleEndian.Uint64(block[off:])
+		if got != 0 {
+			zero = false
+		}
+		if want := k.Recovered.Layout[n]; got != want && len(diffs) < 3 {
+			diffs = append(diffs, fmt.Sprintf("%s is %#x in memory, %#x in ompd_init's code", n, got, want))
+		}
+	}
+	switch {
+	case zero:
+		return fmt.Errorf("the OpenMP runtime %s has not initialized its OMPD layout yet (the block ompd_init fills is all zero)", rt.Name)
+	case len(diffs) > 0:
+		return fmt.Errorf("the OMPD layout in the memory of %s differs from the values in its code (%s): its layout is not used", rt.Name, strings.Join(diffs, "; "))
+	}
+	return nil
+}
