@@ -172,11 +172,15 @@ func checkCollection(p *ptrace.Process) error {
 	if err != nil {
 		return nil // not loaded yet: the trace waits for it
 	}
-	sym, err := target.LookupSymbol(p, "ompd_state", rt)
-	if !inspect.HasOMPDSymbols(rt) || err != nil {
-		return fmt.Errorf("process %d: the OpenMP runtime %s has no OMPD breakpoint locations: it was built without OMPD support or stripped; there is nothing to trace", p.PID(), rt.Name)
+	know, err := inspect.KnowledgeOf(rt)
+	if err != nil {
+		return fmt.Errorf("process %d: %w; there is nothing to trace", p.PID(), err)
 	}
-	v, err := target.ReadUint64(p, sym.Addr)
+	state, _, ok := know.LinkSymbol(rt, "ompd_state")
+	if !ok {
+		return fmt.Errorf("process %d: the OpenMP runtime %s has no ompd_state: it was built without OMPD support; there is nothing to trace", p.PID(), rt.Name)
+	}
+	v, err := target.ReadUint64(p, state+rt.Bias)
 	if err != nil {
 		return fmt.Errorf("process %d: reading ompd_state: %w", p.PID(), err)
 	}

@@ -677,6 +677,62 @@ func checkLocationsRestored(t *testing.T, pid int) {
 	}
 }
 
+// noOMPDRuntime returns a copy of Debian's libomp 19 whose OMP_DEBUG
+// string is changed, so that nothing shows its OMPD support.
+func noOMPDRuntime(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(fixture.StockLibomp(19))
+	if err != nil {
+		t.Fatalf("%v (scripts/setup.sh extracts it)", err)
+	}
+	i := bytes.Index(data, []byte("\x00OMP_DEBUG\x00"))
+	if i < 0 {
+		t.Fatal("no OMP_DEBUG string in Debian's libomp 19")
+	}
+	data[i+1] = 'X'
+	lib := filepath.Join(t.TempDir(), "libomp.so.5")
+	if err := os.WriteFile(lib, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return lib
+}
+
+// TestTraceStock: on each of Debian's stripped runtimes, with the
+// breakpoint locations recovered from its code, a trace sees what it sees
+// on the OMPD build: the same events, regions, team sizes and tasks.
+func TestTraceStock(t *testing.T) {
+	fixture.Build(t)
+	rows := func(r traceRun) []string {
+		var out []string
+		for _, row := range r.summary.Rows {
+			out = append(out, fmt.Sprintf("%s %s count %d ended %d team %d", row.Class, row.Function, row.Count, row.Ended, row.TeamTotal))
+		}
+		slices.Sort(out)
+		return out
+	}
+	ref := runTraced(t, []string{"OMP_NUM_THREADS=5"}, "run", "--summary", "--", fixture.Exe(t, "trace"))
+	want := rows(ref)
+	if len(want) != 7 {
+		t.Fatalf("the OMPD build's summary has %d rows, want 7: %q", len(want), want)
+	}
+	for _, v := range fixture.StockVersions {
+		t.Run(strconv.Itoa(v), func(t *testing.T) {
+			// The program execs from env, which preloads the runtime: the
+			// trace follows the exec.
+			r := runTraced(t, []string{"OMP_NUM_THREADS=5"}, "run", "--summary", "--", "/usr/bin/env", "LD_PRELOAD="+fixture.StockLibomp(v), fixture.StrippedExe(t, "trace"))
+			if r.code != 3 || r.stdout != "sum=11770\n" {
+				t.Fatalf("exit %d, output %q; want 3 and sum=11770 (stderr %s)", r.code, r.stdout, r.stderr)
+			}
+			if !maps.Equal(r.summary.Events, ref.summary.Events) {
+				t.Errorf("events %v; the OMPD build's %v", r.summary.Events, ref.summary.Events)
+			}
+			if got := rows(r); !slices.Equal(got, want) {
+				t.Errorf("constructs\n%s\nthe OMPD build's\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
+	}
+}
+
 // TestTraceRefusals: what cannot be traced gets one line, and the target
 // is left as it was.
 func TestTraceRefusals(t *testing.T) {
@@ -689,9 +745,13 @@ func TestTraceRefusals(t *testing.T) {
 			t.Errorf("threads %v left stopped", stopped)
 		}
 	})
-	t.Run("stripped runtime", func(t *testing.T) {
-		r := runTraced(t, nil, "run", "--", fixture.StrippedExe(t, "trace"))
-		want := "the OpenMP runtime /usr/lib/llvm-19/lib/libomp.so.5 has no OMPD breakpoint locations (ompd_bp_*): it was built without OMPD support or stripped (Debian's libomp is); no OpenMP events can be seen. Run the program with a libomp built with -DLIBOMP_OMPD_SUPPORT=ON that keeps its symbols, e.g. the one scripts/setup.sh builds"
+	t.Run("runtime without OMPD", func(t *testing.T) {
+		// Debian's 19 with its OMPD support made unrecognizable: the
+		// program runs as it would, with one warning.
+		lib := noOMPDRuntime(t)
+		r := runTraced(t, nil, "run", "--", "/usr/bin/env", "LD_PRELOAD="+lib, fixture.StrippedExe(t, "trace"))
+		want := "no OpenMP events can be seen: the OpenMP runtime " + lib + " has no OMPD layout symbols (it is stripped, as Debian's libomp is), no debug file was found for it, and its code does not reveal them: " +
+			lib + `: no ompd_init (the runtime may be built without OMPD support): no string "OMP_DEBUG" in .rodata`
 		if r.code != 3 || r.stdout != "sum=11770\n" || !slices.Equal(r.warns, []string{want}) || len(r.events) != 0 {
 			t.Errorf("exit %d, output %q, warnings %q, %d events; want 3, sum=11770, %q", r.code, r.stdout, r.warns, len(r.events), want)
 		}

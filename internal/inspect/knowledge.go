@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd/llvm/recovery"
 	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
 // Where the runtime's knowledge comes from (runtime.symbols_source and
@@ -36,6 +38,9 @@ type Knowledge struct {
 	DebugFile string
 	// Recovered is what recovery found, when it was the source.
 	Recovered *recovery.Knowledge
+
+	fileOnce sync.Once
+	fileSyms map[string]elf.FileSymbol
 }
 
 // KnowledgeOf returns where the symbols and layout of the runtime module
@@ -59,6 +64,31 @@ func KnowledgeOf(rt *target.Module) (*Knowledge, error) {
 		return nil, fmt.Errorf("the OpenMP runtime %s has no OMPD layout symbols (it is stripped, as Debian's libomp is), no debug file was found for it, and its code does not reveal them: %w", rt.Name, err)
 	}
 	return &Knowledge{SymbolsSource: SourceRecovered, LayoutSource: SourceRecovered, Recovered: rec}, nil
+}
+
+// LinkSymbol returns the link-time value and size of the runtime's symbol
+// name: from its file's symbols (and debug file), else what recovery
+// found (functions sized by their call frame information).
+func (k *Knowledge) LinkSymbol(rt *target.Module, name string) (value, size uint64, ok bool) {
+	if rt.Image != nil {
+		if s, found := rt.Image.Symbol(name); found && !s.TLS {
+			return s.Value, s.Size, true
+		}
+	}
+	if k == nil || k.Recovered == nil || rt.Image == nil {
+		return 0, 0, false
+	}
+	k.fileOnce.Do(func() {
+		k.fileSyms = map[string]elf.FileSymbol{}
+		for _, s := range k.Recovered.FileSymbols(rt.Image) {
+			k.fileSyms[s.Name] = s
+		}
+	})
+	s, found := k.fileSyms[name]
+	if !found || s.TLS {
+		return 0, 0, false
+	}
+	return s.Value, s.Size, true
 }
 
 // symbol returns the runtime address of a recovered symbol of rt.

@@ -135,6 +135,9 @@ type session struct {
 
 	loaderBP uint64
 	runtime  *target.Module
+	// know says where the runtime's symbols come from (its own, or
+	// recovered from its code).
+	know     *inspect.Knowledge
 	kinds    map[uint64]string // breakpoint address -> event kind
 	view     *eventTarget
 	cb       *eventCallbacks
@@ -314,13 +317,19 @@ func (s *session) armRuntime() error {
 		return nil // not loaded (yet)
 	}
 	s.runtime = rt
+	know, err := inspect.KnowledgeOf(rt)
+	if err != nil {
+		s.warn("no OpenMP events can be seen: %v", err)
+		return nil
+	}
+	s.know = know
 	n := 0
 	for _, mk := range markers {
-		sym, ok := rt.Image.Symbol(mk.symbol)
+		value, size, ok := know.LinkSymbol(rt, mk.symbol)
 		if !ok {
 			continue
 		}
-		addr, err := s.site(rt, sym.Value, sym.Size)
+		addr, err := s.site(rt, value, size)
 		if err != nil {
 			s.warn("no breakpoint at %s in %s: %v", mk.symbol, rt.Name, err)
 			continue
@@ -332,13 +341,14 @@ func (s *session) armRuntime() error {
 		n++
 	}
 	if n == 0 {
-		s.warn("the OpenMP runtime %s has no OMPD breakpoint locations (ompd_bp_*): it was built without OMPD support or stripped (Debian's libomp is); no OpenMP events can be seen. Run the program with a libomp built with -DLIBOMP_OMPD_SUPPORT=ON that keeps its symbols, e.g. the one scripts/setup.sh builds", rt.Name)
+		s.warn("the OpenMP runtime %s has no OMPD breakpoint locations (ompd_bp_*) that ompd-inspect could find; no OpenMP events can be seen", rt.Name)
 		return nil
 	}
 	if sym, ok := rt.Image.Symbol(forkFunction); ok {
 		s.forkStart, s.forkEnd = sym.Value+rt.Bias, sym.Value+rt.Bias+sym.Size
 	}
 	s.cb = newEventCallbacks(s.view, rt)
+	s.cb.UseKnowledge(know)
 	s.warmUp(rt)
 	return nil
 }
@@ -364,6 +374,9 @@ func (s *session) addressSpace() (*ompd.AddressSpace, error) {
 	}
 	if s.cb == nil {
 		return nil, errors.New("no OpenMP runtime with OMPD support is loaded")
+	}
+	if err := s.know.CheckMemory(s.view, s.runtime); err != nil {
+		return nil, err
 	}
 	as, err := ompd.ProcessInitialize(s.cb, s.runtime.Name)
 	if err != nil {
