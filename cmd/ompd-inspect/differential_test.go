@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,4 +237,108 @@ func nonEmpty(ss ...string) int {
 		}
 	}
 	return n
+}
+
+// TestDLLBackendText: with the dll backend, which gives no gtids, the text
+// views still know which threads are OpenMP threads (threads[].openmp):
+// the summary counts them and shows their states, the threads view gives
+// "?" for their unknown gtids, the bt headers call them OpenMP threads,
+// and --thread says that gtids are not known.
+func TestDLLBackendText(t *testing.T) {
+	p := fixture.Start(t, "barrier", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}})
+	pid := strconv.Itoa(p.PID)
+	dllArgs := func(view string, more ...string) []string {
+		return append([]string{"attach", pid, view, "--backend", "dll", "--ompd-library", fixture.LibompdPath()}, more...)
+	}
+	text := func(args []string) string {
+		t.Helper()
+		out, errs, code := cli(args...)
+		if code != 0 {
+			t.Fatalf("ompd-inspect %s: exit %d: %s", strings.Join(args, " "), code, errs)
+		}
+		return out
+	}
+
+	summary := text(dllArgs("summary"))
+	first3 := strings.ReplaceAll(p.Ready["waiting"], ",", " ")
+	for _, want := range []string{
+		// 4 threads, all OpenMP; 4 implicit tasks and the initial task;
+		// the library finds no queued or blocked tasks, so their number
+		// is not known.
+		"\ncounts    4 threads (4 OpenMP), 1 parallel regions, 5 tasks (? queued, ? blocked on dependences)\n",
+		fmt.Sprintf("\n  3  wait_barrier_explicit  team_body at barrier.c:%d     tids %s\n", fixture.SourceLine(t, "barrier.c", "barrier"), first3),
+		fmt.Sprintf("\n  1  work_parallel          stuck_worker at barrier.c:%d  tids %s\n", fixture.SourceLine(t, "barrier.c", "stuck_spin"), p.Ready["stuck"]),
+	} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("summary with --backend dll lacks %q:\n%s", want, summary)
+		}
+	}
+	if strings.Contains(summary, "not an OpenMP thread") {
+		t.Errorf("summary with --backend dll calls a thread not an OpenMP thread:\n%s", summary)
+	}
+
+	// OS TID, GTID, NUM and STATE of each thread, by thread number.
+	threads := text(dllArgs("threads"))
+	rows := map[string][]string{}
+	for _, line := range strings.Split(threads, "\n") {
+		if f := strings.Fields(line); len(f) >= 4 {
+			rows[f[0]] = f[:4]
+		}
+	}
+	for num, state := range []string{"wait_barrier_explicit", "wait_barrier_explicit", "wait_barrier_explicit", "work_parallel"} {
+		tid := p.Ready[fmt.Sprintf("t%d", num)]
+		want := []string{tid, "?", strconv.Itoa(num), state}
+		if !slices.Equal(rows[tid], want) {
+			t.Errorf("threads view with --backend dll: thread %s is %q; want %q:\n%s", tid, rows[tid], want, threads)
+		}
+	}
+
+	bt := text(dllArgs("bt"))
+	for num, doing := range []string{
+		"barrier (explicit or end of worksharing); OpenMP state wait_barrier_explicit",
+		"barrier (explicit or end of worksharing); OpenMP state wait_barrier_explicit",
+		"barrier (explicit or end of worksharing); OpenMP state wait_barrier_explicit",
+		"user code; OpenMP state work_parallel",
+	} {
+		want := fmt.Sprintf("\nthread %s (OpenMP thread, thread %d of its team)  %s\n", p.Ready[fmt.Sprintf("t%d", num)], num, doing)
+		if !strings.Contains(bt, want) {
+			t.Errorf("bt with --backend dll lacks %q:\n%s", want, bt)
+		}
+	}
+
+	// --thread with thread 1's gtid: the native backend finds the thread;
+	// the library gives no gtids.
+	th := threadOf(t, reportOf(t, "attach", pid, "threads"), p.Ready.Int(t, "t1"))
+	if th.GTID == nil || !th.OpenMP {
+		t.Fatalf("native backend: thread 1 (%s) has gtid %v, openmp %v", p.Ready["t1"], th.GTID, th.OpenMP)
+	}
+	gtid := strconv.Itoa(*th.GTID)
+	if r := reportOf(t, "attach", pid, "bt", "--thread", gtid); len(r.Backtraces) != 1 || r.Backtraces[0].OSTID != th.OSTID {
+		t.Errorf("native --thread %s: %+v; want the backtrace of thread 1 (%d)", gtid, r.Backtraces, th.OSTID)
+	}
+	wantError(t, fmt.Sprintf("ompd-inspect: %s is not an OS thread id of process %s (the dll backend gives no gtids)", gtid, pid), dllArgs("bt", "--thread", gtid)...)
+	assertRunning(t, p)
+}
+
+// TestRetryWithoutGTIDs: attach --retry --backend dll compares snapshots
+// whose threads have no gtids: an OpenMP thread is described as one, and
+// a thread that stops being an OpenMP thread between two snapshots makes
+// them differ. (It belongs with retry_test.go's TestRetryAgreement.)
+func TestRetryWithoutGTIDs(t *testing.T) {
+	a := handReport()
+	a.Runtime.Backend = "dll"
+	for i := range a.Threads {
+		a.Threads[i].GTID, a.Threads[i].OpenMP = nil, true
+	}
+	b := cloneReport(a)
+	if d := reportDiff(a, b); d != "" {
+		t.Errorf("the same snapshot twice: %q", d)
+	}
+	if s := structure(a); !slices.Contains(s, "thread 13: an OpenMP thread, in no region") {
+		t.Errorf("structure %q", s)
+	}
+	b.Threads[3].OpenMP = false
+	if d, want := reportDiff(a, b), "only the one before has thread 13: an OpenMP thread, in no region"; d != want {
+		t.Errorf("thread 13 no longer an OpenMP thread: %q, want %q", d, want)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -311,6 +312,9 @@ func backtraces(rep *inspect.Report, vf viewFlags) ([]inspect.Backtrace, error) 
 		out = append(out, stacks.Filter(bt, vf.allFrames, !vf.noCont))
 	}
 	if vf.thread != 0 && len(out) == 0 {
+		if slices.Contains(rep.Runtime.Unavailable, "threads[].gtid") {
+			return nil, fmt.Errorf("%d is not an OS thread id of process %d (the %s backend gives no gtids)", vf.thread, rep.Target.PID, rep.Runtime.Backend)
+		}
 		return nil, fmt.Errorf("%d is neither an OS thread id nor a gtid of process %d", vf.thread, rep.Target.PID)
 	}
 	if vf.thread != 0 && len(out) > 1 {

@@ -177,7 +177,8 @@ func reportDiff(a, b *inspect.Report) string {
 }
 
 // structure lists, sorted, the facts two snapshots must share to agree:
-// every thread with its gtid and its place (innermost region and thread
+// every thread with its gtid (with a backend that gives none, whether it
+// is an OpenMP thread) and its place (innermost region and thread
 // number), every region described with the regions it is nested in, and
 // the warnings but those about unwinding stacks. Region ids are runtime
 // addresses, which the runtime reuses for other teams, so regions are
@@ -193,10 +194,13 @@ func structure(r *inspect.Report) []string {
 	}
 	for _, th := range r.Threads {
 		s := fmt.Sprintf("thread %d: ", th.OSTID)
-		if th.GTID == nil {
-			s += "not an OpenMP thread"
-		} else {
+		switch {
+		case th.GTID != nil:
 			s += fmt.Sprintf("gtid %d", *th.GTID)
+		case th.OpenMP:
+			s += "an OpenMP thread" // of a backend that gives no gtids
+		default:
+			s += "not an OpenMP thread"
 		}
 		switch reg := regionOf(th.Region, byID); {
 		case th.Region == nil:

@@ -36,8 +36,9 @@ var (
 //
 //	runtime: library, version, openmp_version, ompd_dll_locations,
 //	  state_tracking                                              5
-//	threads: os_tid, gtid, thread_num, state, wait_id, region, task,
-//	  task_stack, function (location and user_frame are omitted) 2 x 9 = 18
+//	threads: os_tid, gtid, openmp, thread_num, state, wait_id, region,
+//	  task, task_stack, function (location and user_frame are
+//	  omitted)                                                   2 x 10 = 20
 //	regions: id, parent, level, active_level, team_size, serialized,
 //	  function, entry_addr, location, construct_function, threads 2 x 11 = 22
 //	tasks: id, kind, function, location, construct_function, parent,
@@ -45,15 +46,15 @@ var (
 //	  enter_frame (waits_for, pending_dependences omitted)      5 x 13 = 65
 //	icvs                                                          6
 //	control_vars                                                  2
-//	                                                    summary 118
+//	                                                    summary 120
 //	backtraces: thread 11: activity + frame (kind, thread, pc,
 //	  function) = 5; thread 12: activity + frame 0 (kind, thread, pc,
 //	  function, user_function, file, line) + 2 markers (kind, thread,
 //	  pc, region|task, text, boundary) = 1+7+6+6 = 20             25
-//	                                                         bt 143
+//	                                                         bt 145
 const (
 	nRuntime  = 5
-	nThreads  = 18
+	nThreads  = 20
 	nRegions  = 22
 	nTasks    = 65
 	nICVs     = 6
@@ -73,9 +74,9 @@ func world(id objIDs, reorder bool) *inspect.Report {
 			OMPDDLLLocations: []string{"/usr/lib/libompd.so"}, StateTracking: true,
 		},
 		Threads: []inspect.Thread{
-			{OSTID: 12, GTID: ip(1), ThreadNum: ip(0), State: sp("work_parallel"), Region: sp(id.b), Task: sp(id.n),
+			{OSTID: 12, GTID: ip(1), OpenMP: true, ThreadNum: ip(0), State: sp("work_parallel"), Region: sp(id.b), Task: sp(id.n),
 				TaskStack: []string{id.n, id.e, id.i12}, Function: "main._omp_fn.3"},
-			{OSTID: 11, GTID: ip(0), ThreadNum: ip(0), State: sp("wait_barrier_implicit"), WaitID: func() *uint64 { w := uint64(4096); return &w }(),
+			{OSTID: 11, GTID: ip(0), OpenMP: true, ThreadNum: ip(0), State: sp("wait_barrier_implicit"), WaitID: func() *uint64 { w := uint64(4096); return &w }(),
 				Region: sp(id.a), Task: sp(id.i11), TaskStack: []string{id.i11}, Function: "main._omp_fn.0"},
 		},
 		Regions: []inspect.Region{
@@ -106,10 +107,10 @@ func world(id objIDs, reorder bool) *inspect.Report {
 		},
 		ControlVars: []inspect.ControlVar{{Name: "OMP_DYNAMIC", Value: "FALSE"}, {Name: "OMP_NUM_THREADS", Value: "2,1"}},
 		Backtraces: []inspect.Backtrace{
-			{OSTID: 11, GTID: ip(0), Activity: "waiting in a barrier", Frames: []inspect.Frame{
+			{OSTID: 11, GTID: ip(0), OpenMP: true, Activity: "waiting in a barrier", Frames: []inspect.Frame{
 				{Kind: inspect.KindRuntime, Thread: 11, PC: sp("0x7f0010"), Function: "__kmp_hyper_barrier_release"},
 			}},
-			{OSTID: 12, GTID: ip(1), Activity: "running task", Frames: []inspect.Frame{
+			{OSTID: 12, GTID: ip(1), OpenMP: true, Activity: "running task", Frames: []inspect.Frame{
 				{Kind: inspect.KindUser, Thread: 12, PC: sp("0x401234"), Function: "main._omp_fn.3", UserFunction: "main", File: "main.c", Line: 19},
 				{Kind: inspect.KindRegionMarker, Thread: 12, Region: sp(id.b), Boundary: "entry-point",
 					Text: "#pragma omp parallel at main.c:18 — team of 1, thread 0"},
@@ -350,6 +351,7 @@ func TestThreadsOutOfOrderMatchByOSTID(t *testing.T) {
 	res := Reports(a, b, "threads")
 	want := []Difference{
 		{Path: "threads[os_tid=13].gtid", A: None, B: "null"},
+		{Path: "threads[os_tid=13].openmp", A: None, B: "false"},
 		{Path: "threads[os_tid=13].os_tid", A: None, B: "13"},
 		{Path: "threads[os_tid=13].region", A: None, B: "null"},
 		{Path: "threads[os_tid=13].state", A: None, B: "null"},
@@ -359,8 +361,8 @@ func TestThreadsOutOfOrderMatchByOSTID(t *testing.T) {
 		{Path: "threads[os_tid=13].wait_id", A: None, B: "null"},
 	}
 	wantDiffs(t, res.Differences, want)
-	if res.Compared != nThreads+8 {
-		t.Errorf("compared %d, want %d", res.Compared, nThreads+8)
+	if res.Compared != nThreads+9 {
+		t.Errorf("compared %d, want %d", res.Compared, nThreads+9)
 	}
 }
 
@@ -372,6 +374,10 @@ func TestChangedField(t *testing.T) {
 	}{
 		{"thread state", func(b *inspect.Report) { findThread(b, 11).State = sp("work_parallel") },
 			Difference{Path: "threads[os_tid=11].state", A: `"wait_barrier_implicit"`, B: `"work_parallel"`}},
+		// The dll backend gives no gtids; whether a thread is an OpenMP
+		// thread it gives, and that is compared.
+		{"openmp thread", func(b *inspect.Report) { findThread(b, 11).OpenMP = false },
+			Difference{Path: "threads[os_tid=11].openmp", A: "true", B: "false"}},
 		{"thread task stack", func(b *inspect.Report) {
 			findThread(b, 12).TaskStack = []string{dllIDs.n, dllIDs.i12}
 		}, Difference{Path: "threads[os_tid=12].task_stack", A: `["T3","T4","T5"]`, B: `["T3","T5"]`}},

@@ -296,6 +296,7 @@ func (b *builder) threads() {
 			b.r.Threads = append(b.r.Threads, th)
 			continue
 		}
+		th.OpenMP = true
 		if g, err := h.GTID(); err == nil {
 			th.GTID = intp(g)
 		} else if !b.lacks(err, "threads[].gtid") {

@@ -63,8 +63,14 @@ type OMPDLibrary struct {
 
 // Thread is one OS thread of the target.
 type Thread struct {
-	OSTID     int     `json:"os_tid"`
-	GTID      *int    `json:"gtid"`       // null: not an OpenMP thread
+	OSTID int `json:"os_tid"`
+	// GTID is the runtime's global thread id: null for a thread that is
+	// not an OpenMP thread, and for every thread when the backend cannot
+	// tell gtids (the dll backend: no OMPD call gives one).
+	GTID *int `json:"gtid"`
+	// OpenMP is true for an OpenMP thread: one the runtime knows, to
+	// which the backend gave an OMPD thread handle.
+	OpenMP    bool    `json:"openmp"`
 	ThreadNum *int    `json:"thread_num"` // number in the current team
 	State     *string `json:"state"`      // OpenMP state name; null without state tracking
 	WaitID    *uint64 `json:"wait_id"`
@@ -94,8 +100,10 @@ type FrameRef struct {
 // parallel regions and tasks begin, and the frames of the threads that
 // encountered its regions.
 type Backtrace struct {
-	OSTID int  `json:"os_tid"`
-	GTID  *int `json:"gtid"`
+	OSTID int `json:"os_tid"`
+	// GTID and OpenMP are the thread's (Thread.GTID, Thread.OpenMP).
+	GTID   *int `json:"gtid"`
+	OpenMP bool `json:"openmp"`
 	// State is the OMPD state (null without state tracking); Activity is
 	// what the stack itself shows the thread doing.
 	State    *string `json:"state"`

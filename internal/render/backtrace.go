@@ -47,23 +47,25 @@ func BacktraceGroups(w io.Writer, r *inspect.Report, groups []BacktraceGroup) {
 	warnings(w, r)
 }
 
+// threadLabel is what follows "thread TID" in a backtrace's header: who
+// the thread is to the runtime (its gtid and its number in its team when
+// known), then what it is doing.
 func threadLabel(r *inspect.Report, bt inspect.Backtrace) string {
 	var parts []string
+	switch {
+	case !bt.OpenMP:
+		parts = append(parts, "not an OpenMP thread")
+	case bt.GTID != nil:
+		parts = append(parts, fmt.Sprintf("gtid %d", *bt.GTID))
+	default:
+		parts = append(parts, "OpenMP thread")
+	}
 	for _, t := range r.Threads {
-		if t.OSTID != bt.OSTID {
-			continue
-		}
-		if t.GTID != nil {
-			parts = append(parts, fmt.Sprintf("gtid %d", *t.GTID))
-		}
-		if t.ThreadNum != nil {
+		if t.OSTID == bt.OSTID && t.ThreadNum != nil {
 			parts = append(parts, fmt.Sprintf("thread %d of its team", *t.ThreadNum))
 		}
 	}
-	label := ""
-	if len(parts) > 0 {
-		label = " (" + strings.Join(parts, ", ") + ")"
-	}
+	label := " (" + strings.Join(parts, ", ") + ")"
 	doing := bt.Activity
 	if bt.State != nil {
 		doing += "; OpenMP state " + *bt.State

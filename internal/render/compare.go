@@ -31,6 +31,10 @@ func Differences(w io.Writer, a, b *inspect.Report, res compare.Result) {
 	switch {
 	case len(ds) == 0:
 		fmt.Fprintf(w, "No differences in %d fields.\n", res.Compared)
+	case len(ds) == 1 && n == 0:
+		fmt.Fprintf(w, "1 difference, a known defect of the library.\n")
+	case len(ds) == 1:
+		fmt.Fprintf(w, "1 difference, not known.\n")
 	case n == 0:
 		fmt.Fprintf(w, "%d differences, all known defects of the library.\n", len(ds))
 	default:

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -27,26 +28,45 @@ func header(w io.Writer, r *inspect.Report) {
 		tracking = "off (start with OMP_DEBUG=enabled for states, wait ids and task frames)"
 	}
 	fmt.Fprintf(w, "runtime   %s  (%s)\n", rt.Library, rt.Version)
+	if l := rt.OMPDLibrary; l != nil {
+		fmt.Fprintf(w, "ompd      %s  (%s)\n", l.Path, orDash(l.Version))
+	}
 	fmt.Fprintf(w, "tracking  %s\n", tracking)
 }
 
 func countOpenMP(r *inspect.Report) int {
 	n := 0
 	for _, t := range r.Threads {
-		if t.GTID != nil {
+		if t.OpenMP {
 			n++
 		}
 	}
 	return n
 }
 
-func warnings(w io.Writer, r *inspect.Report) {
-	if len(r.Warnings) == 0 {
-		return
+// count is n, or "?" when the backend cannot find the objects field
+// names (it is in runtime.unavailable).
+func count(r *inspect.Report, n int, field string) string {
+	if slices.Contains(r.Runtime.Unavailable, field) {
+		return "?"
 	}
-	fmt.Fprintf(w, "\nwarnings:\n")
-	for _, s := range r.Warnings {
-		fmt.Fprintf(w, "  %s\n", s)
+	return fmt.Sprint(n)
+}
+
+// warnings ends every view: the report's warnings, and what the dll
+// backend's OMPD library printed.
+func warnings(w io.Writer, r *inspect.Report) {
+	if len(r.Warnings) > 0 {
+		fmt.Fprintf(w, "\nwarnings:\n")
+		for _, s := range r.Warnings {
+			fmt.Fprintf(w, "  %s\n", s)
+		}
+	}
+	if l := r.Runtime.OMPDLibrary; l != nil && len(l.Messages) > 0 {
+		fmt.Fprintf(w, "\nprinted by %s:\n", l.Path)
+		for _, s := range l.Messages {
+			fmt.Fprintf(w, "  %s\n", strings.TrimRight(s, "\n"))
+		}
 	}
 }
 
@@ -59,7 +79,7 @@ func orDash(s string) string {
 
 func stateOf(t inspect.Thread) string {
 	switch {
-	case t.GTID == nil:
+	case !t.OpenMP:
 		return "(not an OpenMP thread)"
 	case t.State == nil:
 		return "(state not tracked)"
@@ -89,8 +109,9 @@ func Summary(w io.Writer, r *inspect.Report) {
 			blocked++
 		}
 	}
-	fmt.Fprintf(w, "counts    %d threads (%d OpenMP), %d parallel regions, %d tasks (%d queued, %d blocked on dependences)\n",
-		len(r.Threads), countOpenMP(r), len(r.Regions), len(r.Tasks), queued, blocked)
+	fmt.Fprintf(w, "counts    %d threads (%d OpenMP), %d parallel regions, %d tasks (%s queued, %s blocked on dependences)\n",
+		len(r.Threads), countOpenMP(r), len(r.Regions), len(r.Tasks),
+		count(r, queued, "tasks[status=queued]"), count(r, blocked, "tasks[status=blocked]"))
 
 	type group struct {
 		state, where string
@@ -107,7 +128,15 @@ func Summary(w io.Writer, r *inspect.Report) {
 				where += fmt.Sprintf(" at %s:%d", filepath.Base(t.UserFrame.File), t.UserFrame.Line)
 			}
 		case t.Location != "" || t.Function != "":
-			where = strings.TrimSpace("task at " + orDash(t.Location) + " " + t.Function)
+			// No stack: where its current task comes from (the dll
+			// backend gives no location).
+			where = "task"
+			if t.Location != "" {
+				where += " at " + t.Location
+			}
+			if t.Function != "" {
+				where += " " + t.Function
+			}
 		}
 		key := stateOf(t) + "\x00" + where
 		g := byKey[key]
@@ -173,8 +202,11 @@ func Threads(w io.Writer, r *inspect.Report) {
 	fmt.Fprintf(tw, "OS TID\tGTID\tNUM\tSTATE\tWAIT ID\tREGION\tTASK\tLOCATION\tFUNCTION\n")
 	for _, t := range r.Threads {
 		gtid, num, wait := "-", "-", "-"
-		if t.GTID != nil {
+		switch {
+		case t.GTID != nil:
 			gtid = fmt.Sprint(*t.GTID)
+		case t.OpenMP:
+			gtid = "?" // an OpenMP thread of a backend that gives no gtids
 		}
 		if t.ThreadNum != nil {
 			num = fmt.Sprint(*t.ThreadNum)
@@ -260,6 +292,9 @@ func ICVs(w io.Writer, r *inspect.Report, icvs []inspect.ICV) {
 func Env(w io.Writer, r *inspect.Report) {
 	header(w, r)
 	fmt.Fprintln(w)
+	if len(r.ControlVars) == 0 {
+		fmt.Fprintf(w, "  (the runtime recorded no control variables)\n")
+	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	for _, v := range r.ControlVars {
 		fmt.Fprintf(tw, "%s\t%s\n", v.Name, v.Value)

@@ -122,7 +122,7 @@ func Add(rep *inspect.Report, t target.Target) {
 		ts := b.stacks[th.TID]
 		bt := inspect.Backtrace{OSTID: th.TID, Stop: ts.stop.String(), Complete: ts.complete}
 		if it := b.threads[th.TID]; it != nil {
-			bt.GTID, bt.State = it.GTID, it.State
+			bt.GTID, bt.OpenMP, bt.State = it.GTID, it.OpenMP, it.State
 		}
 		bt.Frames = b.logical(ts, 0, 0, map[string]bool{})
 		th := b.threads[th.TID]
