@@ -59,7 +59,12 @@ func reportOf(t *testing.T, args ...string) *inspect.Report {
 // fixture is checked at cleanup, a gcored one at once, to be left running.
 func targetArgs(t *testing.T, name string, src source, env []string) ([]string, fixture.Ready) {
 	t.Helper()
-	opts := fixture.StartOptions{Env: env}
+	return targetArgsWith(t, name, src, fixture.StartOptions{Env: env})
+}
+
+// targetArgsWith is targetArgs with all the fixture's start options.
+func targetArgsWith(t *testing.T, name string, src source, opts fixture.StartOptions) ([]string, fixture.Ready) {
+	t.Helper()
 	switch src {
 	case kernel:
 		path, ready := fixture.KernelCore(t, name, opts)

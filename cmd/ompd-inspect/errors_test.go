@@ -54,11 +54,23 @@ func TestNotOpenMP(t *testing.T) {
 	assertRunning(t, p)
 }
 
+// TestStrippedRuntime: Debian's stripped libomp is inspected with the
+// layout and globals recovered from its code, and the report says so.
 func TestStrippedRuntime(t *testing.T) {
 	p := fixture.Start(t, "nested", fixture.StartOptions{Stripped: true})
-	wantError(t, "ompd-inspect: the OpenMP runtime /usr/lib/llvm-19/lib/libomp.so.5 has no OMPD layout symbols (ompd_sizeof__*, ompd_access__*): "+
-		"it was built without OMPD support or stripped (Debian's libomp is). Run the program with a libomp built with -DLIBOMP_OMPD_SUPPORT=ON "+
-		"that keeps its symbols, e.g. the one scripts/setup.sh builds, through LD_LIBRARY_PATH", "attach", strconv.Itoa(p.PID))
+	r := reportOf(t, "attach", strconv.Itoa(p.PID), "regions")
+	rt := r.Runtime
+	if rt.Library != "/usr/lib/llvm-19/lib/libomp.so.5" || rt.LayoutSource != "recovered-from-code" || rt.SymbolsSource != "recovered-from-code" ||
+		rt.Release != "Debian libomp5-19 1:19.1.7-3~deb12u1" || rt.TypeInfo != "" {
+		t.Errorf("runtime %+v; want Debian's 19, everything recovered from its code", rt)
+	}
+	sizes := map[int]int{}
+	for _, reg := range r.Regions {
+		sizes[reg.TeamSize]++
+	}
+	if want := p.Ready.Int(t, "outer_size"); len(r.Regions) != 4 || sizes[want] != 1 || sizes[3] != 2 || sizes[4] != 1 {
+		t.Errorf("%d regions with team sizes %v; want the fixture's 4: one of %d, two of 3, one of 4", len(r.Regions), sizes, want)
+	}
 	assertRunning(t, p)
 }
 

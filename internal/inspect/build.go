@@ -42,15 +42,20 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !HasOMPDSymbols(rt) {
-		return nil, fmt.Errorf("the OpenMP runtime %s has no OMPD layout symbols (ompd_sizeof__*, ompd_access__*): it was built without OMPD support or stripped (Debian's libomp is). Run the program with a libomp built with -DLIBOMP_OMPD_SUPPORT=ON that keeps its symbols, e.g. the one scripts/setup.sh builds, through LD_LIBRARY_PATH", rt.Name)
+	know, err := KnowledgeOf(rt)
+	if err != nil {
+		return nil, err
 	}
 	cb := NewCallbacks(t, rt)
+	cb.UseKnowledge(know)
+	if err := know.CheckMemory(t, rt); err != nil {
+		return nil, err
+	}
 	nat, err := ompd.ProcessInitialize(cb, rt.Name)
 	if err != nil {
 		return nil, fmt.Errorf("initializing OMPD on %s: %w", rt.Name, err)
 	}
-	b := &builder{t: t, cb: cb, nat: nat, rt: rt, unavailable: map[string]bool{}}
+	b := &builder{t: t, cb: cb, nat: nat, rt: rt, know: know, unavailable: map[string]bool{}}
 	b.dllLocs, b.dllLocsErr = nat.DLLLocations()
 	switch opts.Backend {
 	case "", backend.NameNative:
@@ -88,6 +93,9 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 // openDLL loads the runtime's own OMPD library: path, or the first of the
 // runtime's ompd_dll_locations that loads.
 func (b *builder) openDLL(path string) error {
+	if !dll.BuiltIn {
+		return dll.ErrNotBuiltIn
+	}
 	paths := []string{path}
 	if path == "" {
 		if b.dllLocsErr != nil {
@@ -138,7 +146,9 @@ type builder struct {
 	nat *ompd.AddressSpace
 	as  backend.AddressSpace
 	rt  *target.Module
-	r   Report
+	// know says where the runtime's symbols and layout come from.
+	know *Knowledge
+	r    Report
 
 	// dllLocs is the runtime's ompd_dll_locations, read once.
 	dllLocs    []string
@@ -225,7 +235,14 @@ func openMPVersionName(v int) string {
 func (b *builder) runtime() {
 	r := &b.r.Runtime
 	r.Library = b.rt.Name
-	r.LayoutSource = "ompd-symbols"
+	r.LayoutSource, r.SymbolsSource = b.know.LayoutSource, b.know.SymbolsSource
+	if b.know.DebugFile != "" {
+		r.DebugFile = b.know.DebugFile
+	}
+	if rec := b.know.Recovered; rec != nil {
+		r.Release = rec.Release
+		b.r.Warnings = append(b.r.Warnings, rec.Warnings...)
+	}
 	r.Backend = b.as.Backend()
 	if v, err := b.as.OMPVersion(); err == nil {
 		r.OpenMPVersion = v

@@ -31,7 +31,16 @@ type Runtime struct {
 	Version          string   `json:"version"`
 	OpenMPVersion    int      `json:"openmp_version"`
 	OMPDDLLLocations []string `json:"ompd_dll_locations"`
-	LayoutSource     string   `json:"layout_source"`
+	// LayoutSource and SymbolsSource say where the OMPD layout values and
+	// the runtime's symbols come from: "runtime-symbols" (its own symbol
+	// table), "debug-file" (a separate debug file, DebugFile) or
+	// "recovered-from-code" (read from a stripped runtime's code).
+	LayoutSource  string `json:"layout_source"`
+	SymbolsSource string `json:"symbols_source"`
+	DebugFile     string `json:"debug_file,omitempty"`
+	// Release names the runtime's build when ompd-inspect knows it by its
+	// build-id (a distribution's package), else "".
+	Release string `json:"release,omitempty"`
 	// TypeInfo is "dwarf" when the runtime's debug information supplied
 	// the layouts OMPD does not cover (construct locations, task deques),
 	// else empty.
