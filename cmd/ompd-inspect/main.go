@@ -198,7 +198,7 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 	coreCmd.Flags().StringVar(&copts.Sysroot, "sysroot", "", "look up every path the core names under this directory, as under a chroot (links inside it stay inside it)")
 	coreCmd.Flags().StringSliceVar(&copts.SearchPath, "search-path", nil, "directories to look in (by file name) for binaries that moved; repeatable")
 
-	root.AddCommand(attach, coreCmd, newRunCommand(stderr, exitCode))
+	root.AddCommand(attach, coreCmd, newRunCommand(stderr, exitCode), newDebugFileCommand(stdout, stderr))
 	return root
 }
 

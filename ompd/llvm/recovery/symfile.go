@@ -1,6 +1,9 @@
 package recovery
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -50,4 +53,48 @@ func (k *Knowledge) FileSymbols(im *elf.Image) []elf.FileSymbol {
 func (k *Knowledge) isLayout(name string) bool {
 	_, ok := k.Layout[name]
 	return ok
+}
+
+// WriteDebugFile recovers what OMPD needs from the stripped runtime im and
+// writes it as a separate debug file named by im's build-id under dir
+// (dir/.build-id/xx/rest.debug, the layout gdb's debug-file-directory and
+// debuginfod servers use). It returns the file's path and the recovery's
+// warnings. The file is written under a temporary name and renamed, so a
+// reader never sees half of it.
+func WriteDebugFile(im *elf.Image, dir string) (path string, warnings []string, err error) {
+	if _, ok := im.Symbol("ompd_sizeof__kmp_info_t"); ok {
+		return "", nil, fmt.Errorf("%s has its OMPD symbols already (in itself or a debug file): there is nothing to recover", im.Path)
+	}
+	k, err := Recover(im)
+	if err != nil {
+		return "", nil, err
+	}
+	id := im.BuildID()
+	if len(id) < 3 {
+		return "", nil, fmt.Errorf("%s has no build-id: a debug file could not be found for it by build-id", im.Path)
+	}
+	path = filepath.Join(dir, ".build-id", id[:2], id[2:]+".debug")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", nil, fmt.Errorf("creating the debug file's directory: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".ompd-inspect-*.tmp")
+	if err != nil {
+		return "", nil, fmt.Errorf("creating the debug file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := im.WriteSymbolFile(tmp, k.FileSymbols(im)); err != nil {
+		tmp.Close()
+		return "", nil, fmt.Errorf("writing the debug file of %s: %w", im.Path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return "", nil, err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", nil, fmt.Errorf("writing the debug file of %s: %w", im.Path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", nil, fmt.Errorf("writing the debug file of %s: %w", im.Path, err)
+	}
+	return path, k.Warnings, nil
 }
