@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 }
 
 // The fixtures whose every thread is compared with gdb.
-var gdbFixtures = []string{"nested", "tasks", "barrier", "lock", "icvs", "demo", "crash"}
+var gdbFixtures = []string{"nested", "tasks", "barrier", "lock", "icvs", "demo", "crash", "waits"}
 
 // stopPollTries and stopPollInterval bound waiting for a job-control stop.
 const (
@@ -200,6 +200,7 @@ var abortCaller = map[string]string{
 	"icvs":    "icv_wait",
 	"demo":    "solve",
 	"crash":   "explode",
+	"waits":   "main",
 }
 
 // TestStrippedRuntimeMatchesGDB compares the fixtures linked against

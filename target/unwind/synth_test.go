@@ -211,6 +211,47 @@ func TestCFIRestore(t *testing.T) {
 	wantReg(t, &frames[1], regnum.AMD64_Rbp, 0xbeef, true)
 }
 
+// TestTailCallIntoSyscall walks the stack of a thread asleep in a syscall
+// in a function reached by a tail call (fn_waitcommon in testdata/cfi.S,
+// the shape of glibc's futex wait under pthread_cond_wait): the innermost
+// frame's rules are those at its exact pc, right after the syscall (with
+// rax holding -ERESTARTSYS, as the kernel leaves it for a thread stopped
+// there); the next frame is the return address of the call into the
+// jumping function, looked up at pc-1 although it is the first byte of the
+// next function. The jump pushed nothing, so no frame has the address after
+// it (fn_waitstub_end), which gdb shows as a tail call frame it rebuilds
+// from DWARF call-site information.
+func TestTailCallIntoSyscall(t *testing.T) {
+	f := newFake(t)
+	sp := uint64(stackBase + 0x1000)
+	cfa := sp + 64
+	ret, outer := f.sym(t, "fn_waiter_ret"), f.sym(t, "fn_outer_ret")
+	f.put(cfa-8, ret)
+	f.put(cfa-16, 0xb0b0) // the caller's rbp
+	f.put(cfa-24, 0xb1b1) // the caller's rbx
+	f.put(cfa+8, outer)   // fn_waiter: CFA = rsp + 16
+	pc := f.sym(t, "fn_waitcommon_pc")
+	const eRestartSys = 512
+	frames, stop := New(f).UnwindRegisters(target.Registers{Rip: pc, Rsp: sp, Rbp: 0x1, Rbx: 0x2, Rax: ^uint64(eRestartSys - 1)})
+	checkFrames(t, frames, []frameWant{
+		{pc, sp, cfa, MethodRegisters, false},
+		{ret, cfa, cfa + 16, MethodCFI, false},
+		{outer, cfa + 16, cfa + 24, MethodCFI, false},
+	})
+	checkStop(t, stop, ReasonOutermost, 0, fmt.Sprintf(
+		"outermost frame: the CFI at pc %#x (libcfi.so+%#x) leaves the return address undefined", outer-1, outer-1-libBias))
+	if len(frames) != 3 {
+		return
+	}
+	wantReg(t, &frames[1], regnum.AMD64_Rbp, 0xb0b0, true)
+	wantReg(t, &frames[1], regnum.AMD64_Rbx, 0xb1b1, true)
+	for i, want := range []string{"fn_waitcommon", "fn_waiter", "fn_outer"} {
+		if name, ok := frames[i].Function(); !ok || name != want {
+			t.Errorf("frame %d: function %q, %v; want %s", i, name, ok, want)
+		}
+	}
+}
+
 // TestCFIStops checks walks that end on bad rules.
 func TestCFIStops(t *testing.T) {
 	t.Run("no progress", func(t *testing.T) {

@@ -127,6 +127,79 @@ fn_ibt_pc:
 	ret
 	.size fn_ibt, .-fn_ibt
 
+/* The shape of a thread asleep in glibc's futex wait (Debian 12: the
+ * static __futex_abstimed_wait_common, reached from
+ * __futex_abstimed_wait_cancelable64 by a jump). fn_waiter calls
+ * fn_waitstub, which jumps to fn_waitcommon: a tail call, which pushes no
+ * return address. fn_waitcommon sets up its frame and stops in a syscall.
+ * At fn_waitcommon_pc, right after the syscall:
+ *   CFA = rsp + 64, rip at CFA-8, rbp at CFA-16, rbx at CFA-24.
+ * fn_waitstub_end, right after the jump, is where gdb shows the tail call
+ * frame it reconstructs from DWARF call-site information
+ * (DW_TAG_call_site with DW_AT_call_tail_call): no stack slot holds it.
+ * fn_waiter's call is its last instruction, so its return address,
+ * fn_waiter_ret, is the first byte of fn_after_waiter, whose CFI (the
+ * return address undefined) must not be used for fn_waiter's frame. In
+ * fn_waiter, CFA = rsp + 16 and rip at CFA-8.
+ */
+	.globl fn_waitcommon, fn_waitcommon_pc
+	.type fn_waitcommon, @function
+fn_waitcommon:
+.Lwaitcommon:
+	.cfi_startproc
+	push %rbp
+	.cfi_def_cfa_offset 16
+	.cfi_offset %rbp, -16
+	push %rbx
+	.cfi_def_cfa_offset 24
+	.cfi_offset %rbx, -24
+	sub $0x28, %rsp
+	.cfi_def_cfa_offset 64
+	mov $0xca, %eax
+	syscall
+fn_waitcommon_pc:
+	add $0x28, %rsp
+	.cfi_def_cfa_offset 24
+	pop %rbx
+	.cfi_def_cfa_offset 16
+	pop %rbp
+	.cfi_def_cfa_offset 8
+	ret
+	.cfi_endproc
+	.size fn_waitcommon, .-fn_waitcommon
+
+	.globl fn_waitstub, fn_waitstub_end
+	.type fn_waitstub, @function
+fn_waitstub:
+.Lwaitstub:
+	.cfi_startproc
+	mov $1, %r9d
+	jmp .Lwaitcommon
+fn_waitstub_end:
+	.cfi_endproc
+	.size fn_waitstub, .-fn_waitstub
+
+	.globl fn_waiter
+	.type fn_waiter, @function
+fn_waiter:
+	.cfi_startproc
+	sub $8, %rsp
+	.cfi_def_cfa_offset 16
+	call .Lwaitstub
+	.cfi_endproc
+	.size fn_waiter, .-fn_waiter
+
+	.globl fn_after_waiter, fn_waiter_ret
+	.type fn_after_waiter, @function
+fn_after_waiter:
+fn_waiter_ret:
+	.cfi_startproc
+	.cfi_undefined %rip
+	nop
+	ret
+	.cfi_endproc
+	.size fn_after_waiter, .-fn_after_waiter
+
 /* The sigreturn trampoline's code: mov $15,%rax; syscall. */
 	.globl fake_restore_rt
 	.type fake_restore_rt, @function
