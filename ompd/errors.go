@@ -85,8 +85,6 @@ var (
 	ErrIncomplete         = &Error{RC: RCIncomplete}
 )
 
-func fail(op string, rc RC, err error) error { return &Error{Op: op, RC: rc, Err: err} }
-
 // RCOf returns the OMPD return code an error stands for: the code of an
 // *Error in its chain, RCOK for nil, RCError otherwise.
 func RCOf(err error) RC {

@@ -84,9 +84,9 @@ type StateInfo struct {
 	Name  string
 }
 
-// EnumerateStates lists the thread states the runtime can report, as
+// States lists the OMPT thread states (all but undefined), in the order
 // ompd_enumerate_states walks them.
-func (as *AddressSpace) EnumerateStates() []StateInfo {
+func States() []StateInfo {
 	out := make([]StateInfo, 0, len(stateNames))
 	for _, n := range stateNames {
 		if n.s == StateUndefined {

@@ -42,7 +42,7 @@ esac
 targets=(
   "FuzzImage ./target/elf 80000x"
   "FuzzCore ./target/core 80000x"
-  "FuzzWalk ./ompd 50000x"
+  "FuzzWalk ./ompd/llvm 50000x"
   "FuzzUnwind ./target/unwind 700000x"
 )
 

@@ -12,5 +12,5 @@ go vet ./...
 go test -count=1 -timeout 40m ./... "$@"
 # Once more with the race detector, the packages whose code shares state
 # across goroutines (the tracing thread, the waiter, the dll registry).
-go test -race -count=1 -timeout 40m ./target/ptrace/ ./ompd/ ./ompd/dll/ ./internal/trace/ ./cmd/ompd-inspect/ "$@"
+go test -race -count=1 -timeout 40m ./target/ptrace/ ./ompd/llvm/ ./ompd/dll/ ./internal/trace/ ./cmd/ompd-inspect/ "$@"
 bash scripts/fuzz.sh

@@ -15,7 +15,7 @@ import (
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
-	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
 
@@ -357,7 +357,7 @@ func TestBoundsNested(t *testing.T) {
 		}}
 	}
 	cases := []boundCase{
-		capacity(ompd.MaxThreads+1, "65537"),
+		capacity(llvm.MaxThreads+1, "65537"),
 		capacity(-1, "-1"),
 		{"thread table unmapped", func(t *testing.T, s *snapshot, p *patched) ([]string, changes) {
 			p.put(s.sym(t, "__kmp_threads"), 8, hole)
@@ -374,7 +374,7 @@ func TestBoundsNested(t *testing.T) {
 					},
 				}
 		}},
-		teamSize(ompd.MaxThreads + 1),
+		teamSize(llvm.MaxThreads + 1),
 		teamSize(-1),
 		{"team members unmapped", func(t *testing.T, s *snapshot, p *patched) ([]string, changes) {
 			in := regionWith(t, s.base, isInnermost, "innermost region")
@@ -687,19 +687,19 @@ func TestBoundsTasks(t *testing.T) {
 			hd := data + num*s.dwarfSize(t, "kmp_thread_data_t")
 			deque := s.dwarfRead(t, hd, "kmp_base_thread_data_t", "td_deque")
 			n := s.dwarfRead(t, hd, "kmp_base_thread_data_t", "td_deque_ntasks")
-			s.setDWARFField(t, p, hd, "kmp_base_thread_data_t", "td_deque_size", 2*ompd.MaxQueued)
+			s.setDWARFField(t, p, hd, "kmp_base_thread_data_t", "td_deque_size", 2*llvm.MaxQueued)
 			gone := queued(s, "produce")
 			if uint64(len(gone)) != n {
 				t.Fatalf("%d tasks queued by the producer in the unchanged report, %d in its deque", len(gone), n)
 			}
 			return []string{
-					fmt.Sprintf("queued tasks: task deque %d of task team %#x: deque at %#x has %d tasks in %d slots: inconsistent", num, tt, deque, n, 2*ompd.MaxQueued),
+					fmt.Sprintf("queued tasks: task deque %d of task team %#x: deque at %#x has %d tasks in %d slots: inconsistent", num, tt, deque, n, 2*llvm.MaxQueued),
 				}, changes{tasks: gone, icvs: ownedBy(gone...), check: func(t *testing.T, r *inspect.Report) {
 					// The task queued by dep_out is still listed.
 					wantCounts(t, r, s.base, 0, -len(gone))
 				}}
 		}},
-		ttNproc(ompd.MaxThreads + 1),
+		ttNproc(llvm.MaxThreads + 1),
 		ttNproc(-1),
 		{"scheduling chain cycle", func(t *testing.T, s *snapshot, p *patched) ([]string, changes) {
 			final := threadWith(t, s.base, s.ready.Int(t, "final"))
@@ -800,10 +800,10 @@ func TestBoundsTasks(t *testing.T) {
 			node := s.dwarfRead(t, addrOf(t, k.ID), "kmp_taskdata_t", "td_depnode")
 			dn, _ := s.dwarfField(t, "kmp_depnode_t", "dn")
 			done := p.alloc(s.dwarfSize(t, "kmp_depnode_t")) // finished: task NULL
-			items := fakeList(t, s, p, ompd.MaxDependenceNodes+1, done)
+			items := fakeList(t, s, p, llvm.MaxDependenceNodes+1, done)
 			s.setDWARFField(t, p, node+dn, "kmp_base_depnode_t", "successors", items)
 			return []string{
-					fmt.Sprintf("tasks waiting for dependences: dependences of task %s: successor list of dependence node %#x does not end after %d entries (a cycle, or memory changing while read)", k.ID, node, ompd.MaxDependenceNodes),
+					fmt.Sprintf("tasks waiting for dependences: dependences of task %s: successor list of dependence node %#x does not end after %d entries (a cycle, or memory changing while read)", k.ID, node, llvm.MaxDependenceNodes),
 				}, changes{tasks: []string{blocked.ID}, icvs: ownedBy(blocked.ID), check: func(t *testing.T, r *inspect.Report) {
 					wantCounts(t, r, s.base, 0, -1)
 				}}
@@ -822,7 +822,7 @@ func TestBoundsTasks(t *testing.T) {
 				s.setDWARFField(t, p, addrOf(t, id), "kmp_taskdata_t", "td_depnode", node)
 			}
 			return []string{
-				fmt.Sprintf("tasks waiting for dependences: the dependence graph has more than %d edges: stopped there", ompd.MaxDependenceNodes),
+				fmt.Sprintf("tasks waiting for dependences: the dependence graph has more than %d edges: stopped there", llvm.MaxDependenceNodes),
 			}, changes{check: func(t *testing.T, r *inspect.Report) { wantCounts(t, r, s.base, 0, 0) }}
 		}},
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/ompd"
 	"github.com/ompd-inspect/ompd-inspect/ompd/backend"
 	"github.com/ompd-inspect/ompd-inspect/ompd/dll"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
 
@@ -51,7 +52,7 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	if err := know.CheckMemory(t, rt); err != nil {
 		return nil, err
 	}
-	nat, err := ompd.ProcessInitialize(cb, rt.Name)
+	nat, err := llvm.ProcessInitialize(cb, rt.Name)
 	if err != nil {
 		return nil, fmt.Errorf("initializing OMPD on %s: %w", rt.Name, err)
 	}
@@ -59,7 +60,7 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	b.dllLocs, b.dllLocsErr = nat.DLLLocations()
 	switch opts.Backend {
 	case "", backend.NameNative:
-		b.as = backend.Native(nat)
+		b.as = llvm.Backend(nat)
 	case backend.NameDLL:
 		if err := b.openDLL(opts.Library); err != nil {
 			return nil, err
@@ -143,7 +144,7 @@ func (b *builder) openDLL(path string) error {
 type builder struct {
 	t   target.Target
 	cb  *Callbacks
-	nat *ompd.AddressSpace
+	nat *llvm.AddressSpace
 	as  backend.AddressSpace
 	rt  *target.Module
 	// know says where the runtime's symbols and layout come from.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
 )
@@ -99,7 +100,7 @@ var errNoAddressSpace = errors.New("no OMPD address space")
 
 // threadAt makes thread tid, stopped with regs, the one the OMPD layer
 // sees, and returns its OpenMP thread handle.
-func (s *session) threadAt(tid int, regs target.Registers) (*ompd.Thread, error) {
+func (s *session) threadAt(tid int, regs target.Registers) (*llvm.Thread, error) {
 	s.view.thread = []target.Thread{{TID: tid, Regs: regs}}
 	as, err := s.addressSpace()
 	if err != nil {
@@ -129,7 +130,7 @@ func (s *session) tlsGTID() (int, bool) {
 // or a hot team's previous state). Coming from there, the event waits
 // until the thread writes its team pointer (a watch), and is described
 // then. Serialized regions are current at the location.
-func (s *session) parallelBegin(ev *Event, th *ompd.Thread, regs target.Registers) (bool, Exit, error) {
+func (s *session) parallelBegin(ev *Event, th *llvm.Thread, regs target.Registers) (bool, Exit, error) {
 	req := s.requested(th)
 	if !s.fromFork(regs) {
 		return s.beginRegion(ev, th, req)
@@ -157,7 +158,7 @@ func (s *session) parallelBegin(ev *Event, th *ompd.Thread, regs target.Register
 
 // beginRegion describes the thread's current region as the one ev begins,
 // and remembers it for its end.
-func (s *session) beginRegion(ev *Event, th *ompd.Thread, requested *int) (bool, Exit, error) {
+func (s *session) beginRegion(ev *Event, th *llvm.Thread, requested *int) (bool, Exit, error) {
 	p, err := th.CurrentParallel()
 	if err != nil {
 		ev.Warnings = append(ev.Warnings, fmt.Sprintf("current region: %v", err))
@@ -202,7 +203,7 @@ func (s *session) teamSwitched(tid int, regs target.Registers) (bool, Exit, erro
 }
 
 // parallelEnd describes a region that ends and matches it to its begin.
-func (s *session) parallelEnd(ev *Event, th *ompd.Thread) {
+func (s *session) parallelEnd(ev *Event, th *llvm.Thread) {
 	p, err := th.CurrentParallel()
 	if err != nil {
 		ev.Warnings = append(ev.Warnings, fmt.Sprintf("current region: %v", err))
@@ -217,7 +218,7 @@ func (s *session) parallelEnd(ev *Event, th *ompd.Thread) {
 }
 
 // region describes p; with members, the team's gtids too.
-func (s *session) region(p *ompd.Parallel, ev *Event, members bool) *Region {
+func (s *session) region(p *llvm.Parallel, ev *Event, members bool) *Region {
 	r := &Region{ID: hex(p.Addr()), Serialized: p.Serialized()}
 	note := func(what string, err error) {
 		ev.Warnings = append(ev.Warnings, fmt.Sprintf("region %s: %s: %v", r.ID, what, err))
@@ -263,7 +264,7 @@ func (s *session) region(p *ompd.Parallel, ev *Event, members bool) *Region {
 // requested reads the nthreads-var of the thread that encounters a
 // region, as it begins: the number of threads the region gets without a
 // num_threads clause (the first element of the list).
-func (s *session) requested(th *ompd.Thread) *int {
+func (s *session) requested(th *llvm.Thread) *int {
 	v, err := s.as.ICVValue(th, s.nthreads)
 	if err != nil {
 		return nil
@@ -282,7 +283,7 @@ func (s *session) requested(th *ompd.Thread) *int {
 // task-end pass that ends no explicit task (LLVM's runtime passes
 // ompd_bp_task_end after a barrier's task loop too): that pass is counted
 // as ignored, not reported.
-func (s *session) task(ev *Event, th *ompd.Thread) bool {
+func (s *session) task(ev *Event, th *llvm.Thread) bool {
 	k, err := th.CurrentTask()
 	if err != nil {
 		ev.Warnings = append(ev.Warnings, fmt.Sprintf("current task: %v", err))

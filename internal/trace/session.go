@@ -10,6 +10,7 @@ import (
 
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
 )
@@ -141,7 +142,7 @@ type session struct {
 	kinds    map[uint64]string // breakpoint address -> event kind
 	view     *eventTarget
 	cb       *eventCallbacks
-	as       *ompd.AddressSpace
+	as       *llvm.AddressSpace
 	nthreads ompd.ICVID // the id of nthreads-var
 	// fork is the runtime's __kmp_fork_call (runtime addresses [start,
 	// end)), where LLVM passes ompd_bp_parallel_begin early.
@@ -367,7 +368,7 @@ func (s *session) warmUp(rt *target.Module) {
 
 // addressSpace returns the OMPD address space, initializing it on first
 // use (the runtime must have initialized its OMPD support).
-func (s *session) addressSpace() (*ompd.AddressSpace, error) {
+func (s *session) addressSpace() (*llvm.AddressSpace, error) {
 	if s.as != nil {
 		s.as.Refresh()
 		return s.as, nil
@@ -378,7 +379,7 @@ func (s *session) addressSpace() (*ompd.AddressSpace, error) {
 	if err := s.know.CheckMemory(s.view, s.runtime); err != nil {
 		return nil, err
 	}
-	as, err := ompd.ProcessInitialize(s.cb, s.runtime.Name)
+	as, err := llvm.ProcessInitialize(s.cb, s.runtime.Name)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package ompd_test
+package llvm_test
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 )
 
 // FuzzWalk corrupts the scenario's memory (its symbols, layout symbols
@@ -80,7 +81,7 @@ func FuzzWalk(f *testing.F) {
 		if sel/len(base)%2 == 1 {
 			cb = tgt // without DWARF
 		}
-		as, err := ompd.ProcessInitialize(cb, hint)
+		as, err := llvm.ProcessInitialize(cb, hint)
 		if err != nil {
 			return
 		}

@@ -1,4 +1,4 @@
-package ompd_test
+package llvm_test
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 )
 
 // TestLayoutsDiffer checks the harness itself: the layouts really move
@@ -91,7 +92,7 @@ func TestProcessInitializeErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScenario(t, layouts[0], tracking)
 			c.mutate(s)
-			as, err := ompd.ProcessInitialize(s.cb, hint)
+			as, err := llvm.ProcessInitialize(s.cb, hint)
 			if as != nil {
 				t.Error("got a handle along with the error")
 			}
@@ -253,14 +254,14 @@ func TestEnumerateStates(t *testing.T) {
 	s := newScenario(t, layouts[0], tracking)
 	got := s.init(t).EnumerateStates()
 	want := []ompd.StateInfo{
-		{0x000, "ompt_state_work_serial"}, {0x001, "ompt_state_work_parallel"}, {0x002, "ompt_state_work_reduction"},
-		{0x010, "ompt_state_wait_barrier"}, {0x011, "ompt_state_wait_barrier_implicit_parallel"},
-		{0x012, "ompt_state_wait_barrier_implicit_workshare"}, {0x013, "ompt_state_wait_barrier_implicit"},
-		{0x014, "ompt_state_wait_barrier_explicit"}, {0x020, "ompt_state_wait_taskwait"}, {0x021, "ompt_state_wait_taskgroup"},
-		{0x040, "ompt_state_wait_mutex"}, {0x041, "ompt_state_wait_lock"}, {0x042, "ompt_state_wait_critical"},
-		{0x043, "ompt_state_wait_atomic"}, {0x044, "ompt_state_wait_ordered"}, {0x080, "ompt_state_wait_target"},
-		{0x081, "ompt_state_wait_target_map"}, {0x082, "ompt_state_wait_target_update"}, {0x100, "ompt_state_idle"},
-		{0x101, "ompt_state_overhead"},
+		{Value: 0x000, Name: "ompt_state_work_serial"}, {Value: 0x001, Name: "ompt_state_work_parallel"}, {Value: 0x002, Name: "ompt_state_work_reduction"},
+		{Value: 0x010, Name: "ompt_state_wait_barrier"}, {Value: 0x011, Name: "ompt_state_wait_barrier_implicit_parallel"},
+		{Value: 0x012, Name: "ompt_state_wait_barrier_implicit_workshare"}, {Value: 0x013, Name: "ompt_state_wait_barrier_implicit"},
+		{Value: 0x014, Name: "ompt_state_wait_barrier_explicit"}, {Value: 0x020, Name: "ompt_state_wait_taskwait"}, {Value: 0x021, Name: "ompt_state_wait_taskgroup"},
+		{Value: 0x040, Name: "ompt_state_wait_mutex"}, {Value: 0x041, Name: "ompt_state_wait_lock"}, {Value: 0x042, Name: "ompt_state_wait_critical"},
+		{Value: 0x043, Name: "ompt_state_wait_atomic"}, {Value: 0x044, Name: "ompt_state_wait_ordered"}, {Value: 0x080, Name: "ompt_state_wait_target"},
+		{Value: 0x081, Name: "ompt_state_wait_target_map"}, {Value: 0x082, Name: "ompt_state_wait_target_update"}, {Value: 0x100, Name: "ompt_state_idle"},
+		{Value: 0x101, Name: "ompt_state_overhead"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("EnumerateStates() =\n%v\nwant\n%v", got, want)
@@ -273,9 +274,9 @@ func TestEnumerateStates(t *testing.T) {
 }
 
 // walkRegions returns the chain of regions from p outwards, at most max.
-func walkRegions(t *testing.T, p *ompd.Parallel, max int) ([]*ompd.Parallel, error) {
+func walkRegions(t *testing.T, p *llvm.Parallel, max int) ([]*llvm.Parallel, error) {
 	t.Helper()
-	var out []*ompd.Parallel
+	var out []*llvm.Parallel
 	var err error
 	within(t, "walking enclosing regions", func() {
 		for len(out) < max {
@@ -301,7 +302,7 @@ type regionWant struct {
 	threadGTID []int
 }
 
-func checkRegion(t *testing.T, s *scenario, p *ompd.Parallel, w regionWant) {
+func checkRegion(t *testing.T, s *scenario, p *llvm.Parallel, w regionWant) {
 	t.Helper()
 	wantAddr := s.bteam(w.name)
 	if w.lwt != "" {
@@ -492,7 +493,7 @@ type taskWant struct {
 	scheduling  string // "" for unavailable
 }
 
-func checkTask(t *testing.T, s *scenario, as *ompd.AddressSpace, k *ompd.Task, w taskWant) {
+func checkTask(t *testing.T, s *scenario, as *llvm.AddressSpace, k *llvm.Task, w taskWant) {
 	t.Helper()
 	wantAddr := s.task[w.td]
 	if w.lwt != "" {
@@ -557,9 +558,9 @@ var (
 )
 
 // walkTasks returns the chain of generating tasks from k, at most max.
-func walkTasks(t *testing.T, k *ompd.Task, max int) ([]*ompd.Task, error) {
+func walkTasks(t *testing.T, k *llvm.Task, max int) ([]*llvm.Task, error) {
 	t.Helper()
-	var out []*ompd.Task
+	var out []*llvm.Task
 	var err error
 	within(t, "walking generating tasks", func() {
 		for len(out) < max {
@@ -673,7 +674,7 @@ func TestEnumerateICVs(t *testing.T) {
 }
 
 // icvByName reads an ICV by name.
-func icvByName(t *testing.T, as *ompd.AddressSpace, h any, name string) (ompd.Value, error) {
+func icvByName(t *testing.T, as *llvm.AddressSpace, h any, name string) (ompd.Value, error) {
 	t.Helper()
 	for _, icv := range as.EnumerateICVs() {
 		if icv.Name == name {
@@ -690,9 +691,9 @@ func text(s string) ompd.Value { return ompd.Value{Str: s, IsString: true} }
 func TestICVValues(t *testing.T) {
 	forLayouts(t, tracking, func(t *testing.T, s *scenario) {
 		as := s.init(t)
-		th := func(pt uint64) *ompd.Thread { return try(as.ThreadHandle(ompd.ThreadIDPthread, pt)).must(t) }
-		cur := func(pt uint64) *ompd.Task { return try(th(pt).CurrentTask()).must(t) }
-		reg := func(pt uint64) *ompd.Parallel { return try(th(pt).CurrentParallel()).must(t) }
+		th := func(pt uint64) *llvm.Thread { return try(as.ThreadHandle(ompd.ThreadIDPthread, pt)).must(t) }
+		cur := func(pt uint64) *llvm.Task { return try(th(pt).CurrentTask()).must(t) }
+		reg := func(pt uint64) *llvm.Parallel { return try(th(pt).CurrentParallel()).must(t) }
 		root := try(try(reg(ptTh0).Enclosing()).must(t).TaskIn(0)).must(t) // imp0.0
 		if root.TaskData() != s.task["imp0.0"] {
 			t.Fatalf("TaskIn(0) of T0 = %s", s.name(root.TaskData()))

@@ -1,4 +1,4 @@
-package ompd_test
+package llvm_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 )
 
 // Robustness: a corrupt or changing target must give errors or bounded
@@ -30,7 +31,7 @@ func (s *scenario) ptrAt(addr uint64) uint64 {
 	return v
 }
 
-func (s *scenario) handle(t testing.TB, as *ompd.AddressSpace, pt uint64) *ompd.Thread {
+func (s *scenario) handle(t testing.TB, as *llvm.AddressSpace, pt uint64) *llvm.Thread {
 	t.Helper()
 	return try(as.ThreadHandle(ompd.ThreadIDPthread, pt)).must(t)
 }
@@ -80,7 +81,7 @@ func TestCycles(t *testing.T) {
 }
 
 func TestAbsurdTeamSize(t *testing.T) {
-	for _, n := range []int64{ompd.MaxThreads + 1, 1 << 31, -1, -(1 << 31)} {
+	for _, n := range []int64{llvm.MaxThreads + 1, 1 << 31, -1, -(1 << 31)} {
 		s := newScenario(t, layouts[0], tracking)
 		s.setTeam("T2", "t_nproc", uint64(n))
 		as := s.init(t)
@@ -107,17 +108,17 @@ func TestAbsurdTeamSize(t *testing.T) {
 	// The bound itself is accepted; the members past the real array are
 	// then unreadable and said so.
 	s := newScenario(t, layouts[0], tracking)
-	s.setTeam("T2", "t_nproc", ompd.MaxThreads)
+	s.setTeam("T2", "t_nproc", llvm.MaxThreads)
 	p := try(s.handle(t, s.init(t), ptTh1).CurrentParallel()).must(t)
-	if n := try(p.TeamSize()).must(t); n != ompd.MaxThreads {
+	if n := try(p.TeamSize()).must(t); n != llvm.MaxThreads {
 		t.Errorf("TeamSize() = %d", n)
 	}
-	_, err := p.ThreadIn(ompd.MaxThreads - 1)
+	_, err := p.ThreadIn(llvm.MaxThreads - 1)
 	wantErrContains(t, err, "ompd_get_thread_in_parallel", "reading t_threads[65535]")
 }
 
 func TestAbsurdThreadsCapacity(t *testing.T) {
-	for _, n := range []int64{ompd.MaxThreads + 1, 1<<31 - 1, -1} {
+	for _, n := range []int64{llvm.MaxThreads + 1, 1<<31 - 1, -1} {
 		s := newScenario(t, layouts[0], tracking)
 		s.b.put(s.b.tgt.syms["__kmp_threads_capacity"], 4, uint64(n))
 		as := s.init(t)
@@ -133,16 +134,16 @@ func TestAbsurdThreadsCapacity(t *testing.T) {
 	}
 	// Exactly MaxThreads entries are walked.
 	s := newScenario(t, layouts[0], tracking)
-	table := make([]uint64, ompd.MaxThreads)
+	table := make([]uint64, llvm.MaxThreads)
 	old := s.ptrAt(s.b.tgt.syms["__kmp_threads"])
 	for i := range threadsCapacity {
 		table[i] = s.ptrAt(old + uint64(8*i))
 	}
-	table[ompd.MaxThreads-1], table[5] = table[5], 0 // the pool thread is the last gtid
+	table[llvm.MaxThreads-1], table[5] = table[5], 0 // the pool thread is the last gtid
 	s.b.ptr(s.b.tgt.syms["__kmp_threads"], s.b.ptrArray(table...))
-	s.b.put(s.b.tgt.syms["__kmp_threads_capacity"], 4, ompd.MaxThreads)
+	s.b.put(s.b.tgt.syms["__kmp_threads_capacity"], 4, llvm.MaxThreads)
 	ths := try(s.init(t).Threads()).must(t)
-	if len(ths) != 5 || ths[4].GTID() != ompd.MaxThreads-1 {
+	if len(ths) != 5 || ths[4].GTID() != llvm.MaxThreads-1 {
 		t.Errorf("%d threads, last gtid %d", len(ths), ths[len(ths)-1].GTID())
 	}
 	// A NULL table: no threads yet.
@@ -155,14 +156,14 @@ func TestAbsurdThreadsCapacity(t *testing.T) {
 
 // Unreadable memory gives an error that names what was being read.
 func TestUnreadable(t *testing.T) {
-	type asScenario = func(t *testing.T, s *scenario, as *ompd.AddressSpace) error
-	th := func(t *testing.T, s *scenario, as *ompd.AddressSpace, pt uint64) *ompd.Thread {
+	type asScenario = func(t *testing.T, s *scenario, as *llvm.AddressSpace) error
+	th := func(t *testing.T, s *scenario, as *llvm.AddressSpace, pt uint64) *llvm.Thread {
 		return s.handle(t, as, pt)
 	}
-	region := func(t *testing.T, s *scenario, as *ompd.AddressSpace, pt uint64) *ompd.Parallel {
+	region := func(t *testing.T, s *scenario, as *llvm.AddressSpace, pt uint64) *llvm.Parallel {
 		return try(th(t, s, as, pt).CurrentParallel()).must(t)
 	}
-	task := func(t *testing.T, s *scenario, as *ompd.AddressSpace, pt uint64) *ompd.Task {
+	task := func(t *testing.T, s *scenario, as *llvm.AddressSpace, pt uint64) *llvm.Task {
 		return try(th(t, s, as, pt).CurrentTask()).must(t)
 	}
 	cases := []struct {
@@ -172,111 +173,111 @@ func TestUnreadable(t *testing.T) {
 		want []string
 	}{
 		{"thread table", func(s *scenario) { s.deny(s.ptrAt(s.b.tgt.syms["__kmp_threads"]), 8) },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error { return second(as.Threads()) },
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error { return second(as.Threads()) },
 			[]string{"enumerating OpenMP threads", "reading __kmp_threads[0..8] at"}},
 		{"thread capacity", func(s *scenario) { s.deny(s.b.tgt.syms["__kmp_threads_capacity"], 4) },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error { return second(as.Threads()) },
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error { return second(as.Threads()) },
 			[]string{"reading __kmp_threads_capacity"}},
 		{"thread descriptor", func(s *scenario) { s.denyField(s.info["th1"], "kmp_info_t", "th.th_info.ds.ds_thread") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error { return second(as.Threads()) },
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error { return second(as.Threads()) },
 			[]string{"reading thread of gtid 1", "kmp_desc_base_t.ds_thread at"}},
 		{"thread number", func(s *scenario) { s.denyField(s.info["th3"], "kmp_info_t", "th.th_info.ds.ds_tid") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(th(t, s, as, ptTh3).ThreadNum())
 			}, []string{"reading thread number", "kmp_desc_base_t.ds_tid at"}},
 		{"state", func(s *scenario) { s.denyField(s.info["th2"], "kmp_info_t", "th.ompt_thread_info.state") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				_, _, err := th(t, s, as, ptTh2).State()
 				return err
 			}, []string{"ompd_get_state", "ompt_thread_info_t.state at"}},
 		{"current team", func(s *scenario) { s.denyField(s.info["th1"], "kmp_info_t", "th.th_team") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(th(t, s, as, ptTh1).CurrentParallel())
 			}, []string{"ompd_get_curr_parallel_handle", "kmp_base_info_t.th_team at"}},
 		{"serialized team info", func(s *scenario) { s.denyField(s.team["T2"], "kmp_team_p", "t.ompt_serialized_team_info") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(th(t, s, as, ptTh1).CurrentParallel())
 			}, []string{"ompd_get_curr_parallel_handle", "kmp_base_team_t.ompt_serialized_team_info at"}},
 		{"team size", func(s *scenario) { s.denyField(s.team["T2"], "kmp_team_p", "t.t_nproc") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(region(t, s, as, ptTh1).TeamSize())
 			}, []string{"team-size-var", "kmp_base_team_t.t_nproc at"}},
 		{"team level", func(s *scenario) { s.denyField(s.team["T2"], "kmp_team_p", "t.t_level") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(region(t, s, as, ptTh1).Level())
 			}, []string{"levels-var", "kmp_base_team_t.t_level at"}},
 		{"parent team", func(s *scenario) { s.denyField(s.team["T2"], "kmp_team_p", "t.t_parent") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(region(t, s, as, ptTh1).Enclosing())
 			}, []string{"ompd_get_enclosing_parallel_handle", "kmp_base_team_t.t_parent at"}},
 		{"light-weight team parent", func(s *scenario) { s.denyField(s.lwt["L2"], "ompt_lw_taskteam_t", "parent") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(region(t, s, as, ptTh2).Enclosing())
 			}, []string{"ompd_get_enclosing_parallel_handle", "ompt_lw_taskteam_t.parent at"}},
 		{"team member", func(s *scenario) {
 			s.deny(s.ptrAt(s.b.addrOf(s.team["T1"], "kmp_team_p", "t.t_threads"))+8, 8)
-		}, func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+		}, func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 			return second(region(t, s, as, ptTh0).ThreadIn(1))
 		}, []string{"ompd_get_thread_in_parallel", "reading t_threads[1]"}},
 		{"task flags", func(s *scenario) { s.denyField(s.task["E1"], "kmp_taskdata_t", "td_flags") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(task(t, s, as, ptTh1).Flags())
 			}, []string{"reading flags of task at"}},
 		{"task parent", func(s *scenario) { s.denyField(s.task["E1"], "kmp_taskdata_t", "td_parent") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(task(t, s, as, ptTh1).Generating())
 			}, []string{"ompd_get_generating_task_handle", "kmp_taskdata_t.td_parent at"}},
 		{"task frame", func(s *scenario) { s.denyField(s.task["E1"], "kmp_taskdata_t", "ompt_task_info.frame.enter_frame") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				_, _, err := task(t, s, as, ptTh1).Frame()
 				return err
 			}, []string{"ompd_get_task_frame", "ompt_frame_t.enter_frame at"}},
 		{"task routine", func(s *scenario) {
 			s.deny(s.task["E1"]+s.lay.sizeof("kmp_taskdata_t")+s.lay.types["kmp_task_t"].fields["routine"].off, 1)
-		}, func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+		}, func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 			return second(task(t, s, as, ptTh1).Function())
 		}, []string{"ompd_get_task_function", "kmp_task_t.routine at"}},
 		{"schedule ICV", func(s *scenario) { s.denyField(s.task["imp1.0"], "kmp_taskdata_t", "td_icvs.sched.r_sched_type") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(icvByName(t, as, task(t, s, as, ptTh0), "run-sched-var"))
 			}, []string{"reading run-sched-var", "kmp_r_sched_t.r_sched_type at"}},
 		{"nested nthreads list", func(s *scenario) {
 			s.deny(s.ptrAt(s.b.tgt.syms["__kmp_nested_nth"])+8, 4)
-		}, func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+		}, func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 			return second(icvByName(t, as, th(t, s, as, ptTh0), "nthreads-var"))
 		}, []string{"reading nthreads-var", "reading __kmp_nested_nth.nth[2]"}},
 		{"global ICV", func(s *scenario) { s.deny(s.b.tgt.syms["__kmp_stksize"], 1) },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(icvByName(t, as, as, "stacksize-var"))
 			}, []string{"reading stacksize-var", "reading __kmp_stksize at"}},
 		{"global string", func(s *scenario) { s.deny(s.ptrAt(s.b.tgt.syms["__kmp_affinity_format"])+10, 1) },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(icvByName(t, as, as, "affinity-format-var"))
 			}, []string{"reading affinity-format-var", "reading string __kmp_affinity_format at"}},
 		{"layout symbol", func(s *scenario) { s.deny(s.b.tgt.syms["ompd_access__kmp_base_team_t__t_level"], 8) },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(region(t, s, as, ptTh1).Level())
 			}, []string{"levels-var", "reading layout symbol ompd_access__kmp_base_team_t__t_level at"}},
 		{"ident", func(s *scenario) {
 			s.denyField(s.ptrAt(s.b.addrOf(s.team["T2"], "kmp_team_p", "t.t_ident")), "ident_t", "psource")
-		}, func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+		}, func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 			return second(region(t, s, as, ptTh1).Location())
 		}, []string{"ident_t.psource at"}},
 		{"psource", func(s *scenario) {
 			id := s.ptrAt(s.b.addrOf(s.team["T2"], "kmp_team_p", "t.t_ident"))
 			s.deny(s.ptrAt(s.b.addrOf(id, "ident_t", "psource"))+3, 1)
-		}, func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+		}, func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 			return second(region(t, s, as, ptTh1).Location())
 		}, []string{"reading source location string at"}},
 		{"task team", func(s *scenario) { s.denyField(s.info["th0"], "kmp_info_t", "th.th_task_team") },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error { return second(as.QueuedTasks()) },
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error { return second(as.QueuedTasks()) },
 			[]string{"task team of gtid 0", "kmp_base_info_t.th_task_team at"}},
 		{"dll location", func(s *scenario) {
 			s.deny(s.ptrAt(s.ptrAt(s.b.tgt.syms["ompd_dll_locations"])+8), 1)
-		}, func(t *testing.T, s *scenario, as *ompd.AddressSpace) error { return second(as.DLLLocations()) },
+		}, func(t *testing.T, s *scenario, as *llvm.AddressSpace) error { return second(as.DLLLocations()) },
 			[]string{"reading ompd_dll_locations[1]"}},
 		{"env block", func(s *scenario) { s.deny(s.ptrAt(s.b.tgt.syms["ompd_env_block"])+5, 1) },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error { return second(as.DisplayControlVars()) },
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error { return second(as.DisplayControlVars()) },
 			[]string{"ompd_get_display_control_vars"}},
 	}
 	for _, c := range cases {
@@ -299,22 +300,22 @@ func TestUnterminatedStrings(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		set  func(s *scenario, p uint64)
-		call func(t *testing.T, s *scenario, as *ompd.AddressSpace) error
+		call func(t *testing.T, s *scenario, as *llvm.AddressSpace) error
 		want string
 	}{
 		{"psource", func(s *scenario, p uint64) {
 			id := s.b.obj("ident_t")
 			s.b.set(id, "ident_t", "psource", p)
 			s.setTeam("T2", "t_ident", id)
-		}, func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+		}, func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 			return second(try(s.handle(t, as, ptTh1).CurrentParallel()).must(t).Location())
 		}, "reading source location string at"},
 		{"affinity format", func(s *scenario, p uint64) { s.b.ptr(s.b.tgt.syms["__kmp_affinity_format"], p) },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(icvByName(t, as, as, "affinity-format-var"))
 			}, "reading string __kmp_affinity_format"},
 		{"dll location", func(s *scenario, p uint64) { s.b.ptr(s.ptrAt(s.b.tgt.syms["ompd_dll_locations"]), p) },
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error { return second(as.DLLLocations()) },
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error { return second(as.DLLLocations()) },
 			"reading ompd_dll_locations[0]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -394,27 +395,27 @@ func TestAbsurdLayoutValues(t *testing.T) {
 	for _, c := range []struct {
 		sym  string
 		v    uint64
-		call func(t *testing.T, s *scenario, as *ompd.AddressSpace) error
+		call func(t *testing.T, s *scenario, as *llvm.AddressSpace) error
 		want string
 	}{
 		{"ompd_sizeof__kmp_desc_base_t__ds_thread", 0,
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error { return second(as.Threads()) }, "unsupported size"},
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error { return second(as.Threads()) }, "unsupported size"},
 		{"ompd_sizeof__kmp_desc_base_t__ds_thread", 16,
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error { return second(as.Threads()) }, "unsupported size"},
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error { return second(as.Threads()) }, "unsupported size"},
 		{"ompd_sizeof__kmp_tasking_flags_t", 0,
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(try(s.handle(t, as, ptTh1).CurrentTask()).must(t).Flags())
 			}, "unsupported size"},
 		{"ompd_access__kmp_base_team_t__t_level", 1 << 62,
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(try(s.handle(t, as, ptTh1).CurrentParallel()).must(t).Level())
 			}, "kmp_base_team_t.t_level"},
 		{"ompd_access__kmp_base_team_t__t_level", 1 << 63,
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(try(s.handle(t, as, ptTh1).CurrentParallel()).must(t).Level())
 			}, "kmp_base_team_t.t_level"},
 		{"ompd_sizeof__kmp_taskdata_t", 1 << 62,
-			func(t *testing.T, s *scenario, as *ompd.AddressSpace) error {
+			func(t *testing.T, s *scenario, as *llvm.AddressSpace) error {
 				return second(try(s.handle(t, as, ptTh1).CurrentTask()).must(t).Function())
 			}, "kmp_task_t.routine"},
 	} {
@@ -447,7 +448,7 @@ func TestCallbackErrorsWrapped(t *testing.T) {
 // A task team whose size no runtime has is an error naming it, whichever
 // side of the range it is on; the other task teams' deques are still read.
 func TestAbsurdTaskTeamSize(t *testing.T) {
-	for _, n := range []int64{ompd.MaxThreads + 1, -1} {
+	for _, n := range []int64{llvm.MaxThreads + 1, -1} {
 		s := newScenario(t, layouts[0], full)
 		s.b.set(s.tt["TT1"], "kmp_task_team_t", "tt.tt_nproc", uint64(n))
 		qs, err := s.init(t).QueuedTasks()

@@ -1,10 +1,12 @@
-package ompd
+package llvm
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
 )
 
 // MaxThreads bounds the runtime's thread table: a __kmp_threads_capacity
@@ -14,15 +16,15 @@ const MaxThreads = 1 << 16
 // AddressSpace is the OMPD address space handle of one OpenMP process
 // (ompd_address_space_handle_t).
 type AddressSpace struct {
-	cb    Callbacks
+	cb    ompd.Callbacks
 	mem   *memory
-	sizes TypeSizes
+	sizes ompd.TypeSizes
 	state uint64 // ompd_state: nonzero when OMP_DEBUG=enabled turned tracking on
 
 	once      sync.Once
 	threads   []*Thread // every OpenMP thread, by gtid
 	byPthread map[uint64]*Thread
-	byInfo    map[Address]*Thread // by kmp_base_info_t address
+	byInfo    map[ompd.Address]*Thread // by kmp_base_info_t address
 	walkErr   error
 }
 
@@ -34,28 +36,28 @@ type AddressSpace struct {
 // It fails with RCIncompatible when the runtime has no OMPD support or its
 // layout symbols are missing (a stripped runtime), and with RCUnavailable
 // when the runtime has not initialized yet.
-func ProcessInitialize(cb Callbacks, runtimeHint string) (*AddressSpace, error) {
+func ProcessInitialize(cb ompd.Callbacks, runtimeHint string) (*AddressSpace, error) {
 	const op = "ompd_process_initialize"
 	sizes, err := cb.Sizes()
 	if err != nil {
-		return nil, fail(op, RCCallbackError, err)
+		return nil, fail(op, ompd.RCCallbackError, err)
 	}
 	if sizes.Pointer != 8 && sizes.Pointer != 4 {
-		return nil, fail(op, RCUnsupported, fmt.Errorf("pointer size %d", sizes.Pointer))
+		return nil, fail(op, ompd.RCUnsupported, fmt.Errorf("pointer size %d", sizes.Pointer))
 	}
 	lay := newLayout(cb, runtimeHint)
 	as := &AddressSpace{cb: cb, sizes: sizes, mem: &memory{cb: cb, lay: lay, ptr: sizes.Pointer}}
 	st, err := lay.value("ompd_state")
 	if err != nil {
-		return nil, fail(op, RCIncompatible, err)
+		return nil, fail(op, ompd.RCIncompatible, err)
 	}
 	as.state = st
 	ki, err := lay.sizeof("kmp_info_t")
 	if err != nil {
-		return nil, fail(op, RCIncompatible, err)
+		return nil, fail(op, ompd.RCIncompatible, err)
 	}
 	if ki == 0 {
-		return nil, fail(op, RCUnavailable, errors.New("the OpenMP runtime has not initialized its OMPD support yet"))
+		return nil, fail(op, ompd.RCUnavailable, errors.New("the OpenMP runtime has not initialized its OMPD support yet"))
 	}
 	return as, nil
 }
@@ -66,14 +68,14 @@ func ProcessInitialize(cb Callbacks, runtimeHint string) (*AddressSpace, error) 
 func (as *AddressSpace) StateTracking() bool { return as.state != 0 }
 
 // Sizes returns the target's primitive type sizes.
-func (as *AddressSpace) Sizes() TypeSizes { return as.sizes }
+func (as *AddressSpace) Sizes() ompd.TypeSizes { return as.sizes }
 
 // OMPVersion returns the OpenMP version the runtime implements, e.g. 201611
 // for 5.0 (ompd_get_omp_version).
 func (as *AddressSpace) OMPVersion() (int, error) {
 	v, err := as.mem.globalSized("__kmp_openmp_version", uint64(as.sizes.Int))
 	if err != nil {
-		return 0, fail("ompd_get_omp_version", RCError, err)
+		return 0, fail("ompd_get_omp_version", ompd.RCError, err)
 	}
 	return int(v), nil
 }
@@ -126,29 +128,29 @@ func (as *AddressSpace) DisplayControlVars() ([]string, error) {
 	const op = "ompd_get_display_control_vars"
 	addr, err := as.cb.SymbolAddr("ompd_env_block", as.mem.lay.hint)
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	block, err := as.mem.pointer(addr)
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	sizeAddr, err := as.cb.SymbolAddr("ompd_env_block_size", as.mem.lay.hint)
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	size, err := as.mem.uint(sizeAddr, 8)
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	if block == 0 || size == 0 {
-		return nil, fail(op, RCUnavailable, errors.New("the runtime has not filled in ompd_env_block"))
+		return nil, fail(op, ompd.RCUnavailable, errors.New("the runtime has not filled in ompd_env_block"))
 	}
 	if size > 1<<20 {
-		return nil, fail(op, RCError, fmt.Errorf("ompd_env_block_size %d is larger than 1 MiB", size))
+		return nil, fail(op, ompd.RCError, fmt.Errorf("ompd_env_block_size %d is larger than 1 MiB", size))
 	}
 	buf := make([]byte, size)
 	if err := as.cb.ReadMemory(block, buf); err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	var out []string
 	for _, line := range strings.Split(string(buf), "\n") {
@@ -164,7 +166,7 @@ func (as *AddressSpace) DisplayControlVars() ([]string, error) {
 func (as *AddressSpace) walkThreads() error {
 	as.once.Do(func() {
 		as.byPthread = make(map[uint64]*Thread)
-		as.byInfo = make(map[Address]*Thread)
+		as.byInfo = make(map[ompd.Address]*Thread)
 		capAddr, err := as.cb.SymbolAddr("__kmp_threads_capacity", as.mem.lay.hint)
 		if err != nil {
 			as.walkErr = err
@@ -236,7 +238,7 @@ func leUint(b []byte, n uint64) uint64 {
 // thread with ThreadHandle.
 func (as *AddressSpace) Threads() ([]*Thread, error) {
 	if err := as.walkThreads(); err != nil {
-		return nil, fail("enumerating OpenMP threads", RCError, err)
+		return nil, fail("enumerating OpenMP threads", ompd.RCError, err)
 	}
 	return as.threads, nil
 }
@@ -244,21 +246,21 @@ func (as *AddressSpace) Threads() ([]*Thread, error) {
 // ThreadHandle returns the OpenMP thread handle of a native thread
 // (ompd_get_thread_handle). Only ThreadIDPthread ids are understood; a
 // native thread that is not an OpenMP thread gives ErrUnavailable.
-func (as *AddressSpace) ThreadHandle(kind ThreadIDKind, id uint64) (*Thread, error) {
+func (as *AddressSpace) ThreadHandle(kind ompd.ThreadIDKind, id uint64) (*Thread, error) {
 	const op = "ompd_get_thread_handle"
-	if kind != ThreadIDPthread {
-		return nil, fail(op, RCUnsupported, fmt.Errorf("thread id kind %d", kind))
+	if kind != ompd.ThreadIDPthread {
+		return nil, fail(op, ompd.RCUnsupported, fmt.Errorf("thread id kind %d", kind))
 	}
 	if err := as.walkThreads(); err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	t, ok := as.byPthread[id]
 	if !ok {
-		return nil, fail(op, RCUnavailable, fmt.Errorf("pthread %#x is not an OpenMP thread", id))
+		return nil, fail(op, ompd.RCUnavailable, fmt.Errorf("pthread %#x is not an OpenMP thread", id))
 	}
 	ctx, err := as.cb.ThreadContext(kind, id)
 	if err != nil {
-		return nil, fail(op, RCCallbackError, err)
+		return nil, fail(op, ompd.RCCallbackError, err)
 	}
 	c := *t
 	c.ctx = ctx

@@ -1,4 +1,4 @@
-package ompd_test
+package llvm_test
 
 import (
 	"fmt"
@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 )
 
 // transcript asks the address space everything a debugger would and
 // writes the answers, with addresses named by name. Errors appear as their
 // return code only (their text holds layout-dependent addresses). Every
 // walk is bounded, so a corrupt image cannot make it loop.
-func transcript(as *ompd.AddressSpace, name func(uint64) string) string {
+func transcript(as *llvm.AddressSpace, name func(uint64) string) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	e := func(err error) string {
@@ -35,7 +36,7 @@ func transcript(as *ompd.AddressSpace, name func(uint64) string) string {
 		}
 		return fmt.Sprintf("%s:%s:%d:%d", l.File, l.Function, l.Line, l.Column)
 	}
-	task := func(indent string, k *ompd.Task) {
+	task := func(indent string, k *llvm.Task) {
 		f, ferr := k.Flags()
 		fn, fnErr := k.Function()
 		exit, enter, frErr := k.Frame()
@@ -66,7 +67,7 @@ func transcript(as *ompd.AddressSpace, name func(uint64) string) string {
 	w("control vars %q %s", env, e(err))
 	icvs("", ompd.ScopeAddressSpace, as)
 
-	var current []*ompd.Task
+	var current []*llvm.Task
 	threads, err := as.Threads()
 	w("threads %d %s", len(threads), e(err))
 	for _, th := range threads {
@@ -135,7 +136,7 @@ func transcript(as *ompd.AddressSpace, name func(uint64) string) string {
 	return b.String()
 }
 
-func walkEverything(as *ompd.AddressSpace) string { return transcript(as, hexs) }
+func walkEverything(as *llvm.AddressSpace) string { return transcript(as, hexs) }
 
 // The same scenario laid out three ways gives the same answers.
 func TestSameAnswersAcrossLayouts(t *testing.T) {

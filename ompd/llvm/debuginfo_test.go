@@ -1,4 +1,4 @@
-package ompd_test
+package llvm_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 )
 
 // What needs ompd.TypeLayouts: source locations, runtime task ids, queued
@@ -14,7 +15,7 @@ import (
 func TestLocation(t *testing.T) {
 	forLayouts(t, full, func(t *testing.T, s *scenario) {
 		as := s.init(t)
-		th := func(pt uint64) *ompd.Thread { return try(as.ThreadHandle(ompd.ThreadIDPthread, pt)).must(t) }
+		th := func(pt uint64) *llvm.Thread { return try(as.ThreadHandle(ompd.ThreadIDPthread, pt)).must(t) }
 		t2 := try(th(ptTh1).CurrentParallel()).must(t)
 		t1 := try(t2.Enclosing()).must(t)
 		t0 := try(t1.Enclosing()).must(t)
@@ -183,7 +184,7 @@ func TestQueuedTasksInconsistent(t *testing.T) {
 		{"size not a power of two", "td_deque_size", 6, "4 tasks in 6 slots: inconsistent", "Q5 Q2"},
 		{"more tasks than slots", "td_deque_ntasks", 9, "9 tasks in 8 slots: inconsistent", "Q5 Q2"},
 		{"negative size", "td_deque_size", 0xffffffff, "inconsistent", "Q5 Q2"},
-		{"huge size", "td_deque_size", ompd.MaxQueued * 2, "inconsistent", "Q5 Q2"},
+		{"huge size", "td_deque_size", llvm.MaxQueued * 2, "inconsistent", "Q5 Q2"},
 		{"negative ntasks", "td_deque_ntasks", 0xfffffff0, "", "Q5 Q2"},
 		{"unreadable deque", "td_deque", 0xdead0000, "reading deque at 0xdead0000", "Q5 Q2"},
 	} {
@@ -191,7 +192,7 @@ func TestQueuedTasksInconsistent(t *testing.T) {
 			s := newScenario(t, layouts[0], full)
 			hd := try(s.b.tgt.mem.readPtr(s, s.b.addrOf(s.tt["TT1"], "kmp_task_team_t", "tt.tt_threads_data"))).must(t)
 			s.b.set(hd, "kmp_thread_data_t", "td."+c.field, c.v)
-			var qs []*ompd.Task
+			var qs []*llvm.Task
 			var err error
 			within(t, "QueuedTasks", func() { qs, err = s.init(t).QueuedTasks() })
 			if c.want == "" {
@@ -212,7 +213,7 @@ func TestQueuedTasksInconsistent(t *testing.T) {
 	}
 	t.Run("task team too large", func(t *testing.T) {
 		s := newScenario(t, layouts[0], full)
-		s.b.set(s.tt["TT1"], "kmp_task_team_t", "tt.tt_nproc", ompd.MaxThreads+1)
+		s.b.set(s.tt["TT1"], "kmp_task_team_t", "tt.tt_nproc", llvm.MaxThreads+1)
 		qs, err := s.init(t).QueuedTasks()
 		wantErrContains(t, err, "tt_nproc 65537")
 		if len(qs) != 2 || s.name(qs[0].Addr()) != "Q5" || s.name(qs[1].Addr()) != "Q2" {

@@ -1,8 +1,10 @@
-package ompd
+package llvm
 
 import (
 	"errors"
 	"fmt"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
 )
 
 // Task is an OMPD task handle (ompd_task_handle_t): a task's
@@ -10,13 +12,13 @@ import (
 // runtime's light-weight team record.
 type Task struct {
 	as  *AddressSpace
-	td  Address // kmp_taskdata_t
-	lwt Address // ompt_lw_taskteam_t, or 0
+	td  ompd.Address // kmp_taskdata_t
+	lwt ompd.Address // ompt_lw_taskteam_t, or 0
 }
 
 // Addr identifies the task: the light-weight record of a serialized
 // region's implicit task, else the kmp_taskdata_t.
-func (k *Task) Addr() Address {
+func (k *Task) Addr() ompd.Address {
 	if k.lwt != 0 {
 		return k.lwt
 	}
@@ -24,7 +26,7 @@ func (k *Task) Addr() Address {
 }
 
 // TaskData is the address of the task's kmp_taskdata_t.
-func (k *Task) TaskData() Address { return k.td }
+func (k *Task) TaskData() ompd.Address { return k.td }
 
 // Compare orders task handles: 0 when both name the same task
 // (ompd_task_handle_compare).
@@ -42,7 +44,7 @@ func (k *Task) Generating() (*Task, error) {
 	if k.lwt != 0 {
 		parent, err := m.readField(k.lwt, "ompt_lw_taskteam_t", "parent")
 		if err != nil {
-			return nil, fail(op, RCError, err)
+			return nil, fail(op, ompd.RCError, err)
 		}
 		if parent != 0 {
 			return &Task{as: k.as, td: k.td, lwt: parent}, nil
@@ -50,10 +52,10 @@ func (k *Task) Generating() (*Task, error) {
 	}
 	parent, err := m.readField(k.td, "kmp_taskdata_t", "td_parent")
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	if parent == 0 {
-		return nil, fail(op, RCUnavailable, fmt.Errorf("task at %#x has no parent", k.td))
+		return nil, fail(op, ompd.RCUnavailable, fmt.Errorf("task at %#x has no parent", k.td))
 	}
 	return k.as.taskOf(op, parent)
 }
@@ -66,14 +68,14 @@ func (k *Task) Scheduling() (*Task, error) {
 	m := k.as.mem
 	info, err := m.field(k.td, "kmp_taskdata_t", "ompt_task_info")
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	sp, err := m.readField(info, "ompt_task_info_t", "scheduling_parent")
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	if sp == 0 {
-		return nil, fail(op, RCUnavailable, nil)
+		return nil, fail(op, ompd.RCUnavailable, nil)
 	}
 	return &Task{as: k.as, td: sp}, nil
 }
@@ -85,52 +87,38 @@ func (k *Task) Parallel() (*Parallel, error) {
 	m := k.as.mem
 	teamPtr, err := m.readField(k.td, "kmp_taskdata_t", "td_team")
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	if teamPtr == 0 {
-		return nil, fail(op, RCUnavailable, fmt.Errorf("task at %#x has no team", k.td))
+		return nil, fail(op, ompd.RCUnavailable, fmt.Errorf("task at %#x has no team", k.td))
 	}
 	team, err := m.field(teamPtr, "kmp_team_p", "t")
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	return &Parallel{as: k.as, team: team, lwt: k.lwt}, nil
 }
 
-// Flags are the runtime's task flags that OMPD exposes.
-type Flags struct {
-	Explicit   bool // tasktype: an explicit task (not the implicit task of a region)
-	Final      bool
-	Untied     bool // tiedness 0
-	Serial     bool // task_serial: executed immediately, undeferred
-	Started    bool
-	Executing  bool
-	Complete   bool
-	Freed      bool
-	Native     bool
-	TeamSerial bool
-}
-
 // Flags reads the task's flags (td_flags), decoded with the runtime's
 // ompd_bitfield__kmp_tasking_flags_t__* masks.
-func (k *Task) Flags() (Flags, error) {
+func (k *Task) Flags() (ompd.Flags, error) {
 	m := k.as.mem
 	addr, err := m.field(k.td, "kmp_taskdata_t", "td_flags")
 	if err != nil {
-		return Flags{}, err
+		return ompd.Flags{}, err
 	}
 	size, err := m.lay.sizeof("kmp_tasking_flags_t")
 	if err != nil {
-		return Flags{}, err
+		return ompd.Flags{}, err
 	}
 	if size > 8 {
 		size = 8
 	}
 	raw, err := m.uint(addr, size)
 	if err != nil {
-		return Flags{}, fmt.Errorf("reading flags of task at %#x: %w", k.td, err)
+		return ompd.Flags{}, fmt.Errorf("reading flags of task at %#x: %w", k.td, err)
 	}
-	var f Flags
+	var f ompd.Flags
 	var ferr error
 	bit := func(name string) bool {
 		mask, err := m.lay.mask("kmp_tasking_flags_t", name)
@@ -161,30 +149,30 @@ func (k *Task) Implicit() (bool, error) {
 
 // Frame returns the task's exit and enter frame addresses
 // (ompd_get_task_frame). It needs state tracking.
-func (k *Task) Frame() (exit, enter Address, err error) {
+func (k *Task) Frame() (exit, enter ompd.Address, err error) {
 	const op = "ompd_get_task_frame"
 	if !k.as.StateTracking() {
-		return 0, 0, fail(op, RCNeedsStateTracking, nil)
+		return 0, 0, fail(op, ompd.RCNeedsStateTracking, nil)
 	}
 	m := k.as.mem
-	var info Address
+	var info ompd.Address
 	if k.lwt != 0 {
 		info, err = m.field(k.lwt, "ompt_lw_taskteam_t", "ompt_task_info")
 	} else {
 		info, err = m.field(k.td, "kmp_taskdata_t", "ompt_task_info")
 	}
 	if err != nil {
-		return 0, 0, fail(op, RCError, err)
+		return 0, 0, fail(op, ompd.RCError, err)
 	}
 	frame, err := m.field(info, "ompt_task_info_t", "frame")
 	if err != nil {
-		return 0, 0, fail(op, RCError, err)
+		return 0, 0, fail(op, ompd.RCError, err)
 	}
 	if enter, err = m.readField(frame, "ompt_frame_t", "enter_frame"); err != nil {
-		return 0, 0, fail(op, RCError, err)
+		return 0, 0, fail(op, ompd.RCError, err)
 	}
 	if exit, err = m.readField(frame, "ompt_frame_t", "exit_frame"); err != nil {
-		return 0, 0, fail(op, RCError, err)
+		return 0, 0, fail(op, ompd.RCError, err)
 	}
 	return exit, enter, nil
 }
@@ -195,36 +183,36 @@ func (k *Task) Frame() (exit, enter Address, err error) {
 //
 // Unlike LLVM's library this does not need state tracking: the routine
 // and the team's entry point are kept by the runtime either way.
-func (k *Task) Function() (Address, error) {
+func (k *Task) Function() (ompd.Address, error) {
 	const op = "ompd_get_task_function"
 	f, err := k.Flags()
 	if err != nil {
-		return 0, fail(op, RCError, err)
+		return 0, fail(op, ompd.RCError, err)
 	}
 	m := k.as.mem
 	if f.Explicit {
 		tdSize, err := m.lay.sizeof("kmp_taskdata_t")
 		if err != nil {
-			return 0, fail(op, RCError, err)
+			return 0, fail(op, ompd.RCError, err)
 		}
 		v, err := m.readField(k.td+tdSize, "kmp_task_t", "routine")
 		if err != nil {
-			return 0, fail(op, RCError, err)
+			return 0, fail(op, ompd.RCError, err)
 		}
 		return v, nil
 	}
 	p, err := k.Parallel()
 	if err != nil {
-		return 0, fail(op, RCError, err)
+		return 0, fail(op, ompd.RCError, err)
 	}
 	return p.Function()
 }
 
 // ToolData returns the OMPT task_data of the task (ompd_get_tool_data at
 // task scope).
-func (k *Task) ToolData() (uint64, Address, error) {
+func (k *Task) ToolData() (uint64, ompd.Address, error) {
 	m := k.as.mem
-	var info Address
+	var info ompd.Address
 	var err error
 	if k.lwt != 0 {
 		info, err = m.field(k.lwt, "ompt_lw_taskteam_t", "ompt_task_info")

@@ -1,4 +1,4 @@
-package ompd_test
+package llvm_test
 
 // A synthetic target for the OMPD layer's tests: a sparse memory image, a
 // symbol table, and a layout engine that places libomp's runtime objects

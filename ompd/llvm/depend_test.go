@@ -1,4 +1,4 @@
-package ompd_test
+package llvm_test
 
 import (
 	"errors"
@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 )
 
 // blocked formats BlockedTasks' answer as "B1<-E1(1) ...".
-func blocked(s *scenario, bs []ompd.BlockedTask) string {
+func blocked(s *scenario, bs []llvm.BlockedTask) string {
 	var out []string
 	for _, b := range bs {
 		var preds []string
@@ -26,7 +27,7 @@ func TestBlockedTasks(t *testing.T) {
 	forLayouts(t, full, func(t *testing.T, s *scenario) {
 		as := s.init(t)
 		e1 := try(s.handle(t, as, ptTh1).CurrentTask()).must(t)
-		bs := try(as.BlockedTasks([]*ompd.Task{e1})).must(t)
+		bs := try(as.BlockedTasks([]*llvm.Task{e1})).must(t)
 		if got, want := blocked(s, bs), "B1<-E1(1) B2<-E1(1) B3<-B1,B2(2)"; got != want {
 			t.Errorf("BlockedTasks(E1) = %s, want %s", got, want)
 		}
@@ -37,19 +38,19 @@ func TestBlockedTasks(t *testing.T) {
 		}
 		// Tasks given are not returned; the same start twice counts once.
 		b1 := bs[0].Task
-		bs = try(as.BlockedTasks([]*ompd.Task{b1, e1, b1})).must(t)
+		bs = try(as.BlockedTasks([]*llvm.Task{b1, e1, b1})).must(t)
 		if got, want := blocked(s, bs), "B3<-B1,B2(2) B2<-E1(1)"; got != want { // breadth first from B1
 			t.Errorf("BlockedTasks(B1, E1) = %s, want %s", got, want)
 		}
 		// A task without dependences blocks nothing.
-		if bs := try(as.BlockedTasks([]*ompd.Task{try(s.handle(t, as, ptTh0).CurrentTask()).must(t)})).must(t); len(bs) != 0 {
+		if bs := try(as.BlockedTasks([]*llvm.Task{try(s.handle(t, as, ptTh0).CurrentTask()).must(t)})).must(t); len(bs) != 0 {
 			t.Errorf("BlockedTasks(imp1.0) = %s", blocked(s, bs))
 		}
 	})
 	s := newScenario(t, layouts[0], tracking)
 	as := s.init(t)
 	e1 := try(s.handle(t, as, ptTh1).CurrentTask()).must(t)
-	if _, err := as.BlockedTasks([]*ompd.Task{e1}); !errors.Is(err, ompd.ErrNoTypeLayouts) {
+	if _, err := as.BlockedTasks([]*llvm.Task{e1}); !errors.Is(err, ompd.ErrNoTypeLayouts) {
 		t.Errorf("BlockedTasks without TypeLayouts: %v", err)
 	}
 }
@@ -64,7 +65,7 @@ func TestBlockedTasksCycles(t *testing.T) {
 		as := s.init(t)
 		e1 := try(s.handle(t, as, ptTh1).CurrentTask()).must(t)
 		var err error
-		within(t, "BlockedTasks", func() { _, err = as.BlockedTasks([]*ompd.Task{e1}) })
+		within(t, "BlockedTasks", func() { _, err = as.BlockedTasks([]*llvm.Task{e1}) })
 		wantErrContains(t, err, "successor list of dependence node", "does not end after 3 entries")
 	})
 	t.Run("graph cycle", func(t *testing.T) {
@@ -72,9 +73,9 @@ func TestBlockedTasksCycles(t *testing.T) {
 		s.succ("B3", "B1", "E1") // B3 -> B1 and B3 -> E1: a dependence cycle
 		as := s.init(t)
 		e1 := try(s.handle(t, as, ptTh1).CurrentTask()).must(t)
-		var bs []ompd.BlockedTask
+		var bs []llvm.BlockedTask
 		var err error
-		within(t, "BlockedTasks", func() { bs, err = as.BlockedTasks([]*ompd.Task{e1}) })
+		within(t, "BlockedTasks", func() { bs, err = as.BlockedTasks([]*llvm.Task{e1}) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +88,7 @@ func TestBlockedTasksCycles(t *testing.T) {
 		s.denyField(s.depnode["B2"], "kmp_depnode_t", "dn.npredecessors")
 		as := s.init(t)
 		e1 := try(s.handle(t, as, ptTh1).CurrentTask()).must(t)
-		_, err := as.BlockedTasks([]*ompd.Task{e1})
+		_, err := as.BlockedTasks([]*llvm.Task{e1})
 		wantErrContains(t, err, "dependences of task", "kmp_base_depnode_t.npredecessors at", "input/output error")
 	})
 }

@@ -1,9 +1,11 @@
-package ompd
+package llvm
 
 import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
 )
 
 // layout reads the runtime's OMPD layout symbols: ompd_sizeof__T,
@@ -11,13 +13,13 @@ import (
 // 64-bit variable the runtime fills in at start-up. Values are read once
 // and kept for the life of the address space handle.
 type layout struct {
-	cb   Callbacks
+	cb   ompd.Callbacks
 	hint string
 	mu   sync.Mutex
 	vals map[string]uint64
 }
 
-func newLayout(cb Callbacks, hint string) *layout {
+func newLayout(cb ompd.Callbacks, hint string) *layout {
 	return &layout{cb: cb, hint: hint, vals: make(map[string]uint64)}
 }
 
@@ -65,13 +67,13 @@ func (l *layout) mask(typ, field string) (uint64, error) {
 // memory reads typed values from the target on behalf of an address
 // space handle.
 type memory struct {
-	cb  Callbacks
+	cb  ompd.Callbacks
 	lay *layout
 	ptr int // pointer size
 }
 
 // uint reads an unsigned little-endian integer of size bytes.
-func (m *memory) uint(addr Address, size uint64) (uint64, error) {
+func (m *memory) uint(addr ompd.Address, size uint64) (uint64, error) {
 	if size == 0 || size > 8 {
 		return 0, fmt.Errorf("reading %d-byte integer at %#x: unsupported size", size, addr)
 	}
@@ -83,7 +85,7 @@ func (m *memory) uint(addr Address, size uint64) (uint64, error) {
 }
 
 // int reads a signed little-endian integer of size bytes.
-func (m *memory) int(addr Address, size uint64) (int64, error) {
+func (m *memory) int(addr ompd.Address, size uint64) (int64, error) {
 	u, err := m.uint(addr, size)
 	if err != nil {
 		return 0, err
@@ -93,10 +95,10 @@ func (m *memory) int(addr Address, size uint64) (int64, error) {
 }
 
 // pointer reads a pointer.
-func (m *memory) pointer(addr Address) (Address, error) { return m.uint(addr, uint64(m.ptr)) }
+func (m *memory) pointer(addr ompd.Address) (ompd.Address, error) { return m.uint(addr, uint64(m.ptr)) }
 
 // field returns the address of field in the typ object at base.
-func (m *memory) field(base Address, typ, field string) (Address, error) {
+func (m *memory) field(base ompd.Address, typ, field string) (ompd.Address, error) {
 	off, err := m.lay.offset(typ, field)
 	if err != nil {
 		return 0, err
@@ -105,7 +107,7 @@ func (m *memory) field(base Address, typ, field string) (Address, error) {
 }
 
 // fieldAt returns the address and size of field in the typ object at base.
-func (m *memory) fieldAt(base Address, typ, field string) (Address, uint64, error) {
+func (m *memory) fieldAt(base ompd.Address, typ, field string) (ompd.Address, uint64, error) {
 	addr, err := m.field(base, typ, field)
 	if err != nil {
 		return 0, 0, err
@@ -119,7 +121,7 @@ func (m *memory) fieldAt(base Address, typ, field string) (Address, uint64, erro
 
 // readField reads field (of its own size) of the typ object at base as an
 // unsigned value.
-func (m *memory) readField(base Address, typ, field string) (uint64, error) {
+func (m *memory) readField(base ompd.Address, typ, field string) (uint64, error) {
 	addr, size, err := m.fieldAt(base, typ, field)
 	if err != nil {
 		return 0, err
@@ -132,7 +134,7 @@ func (m *memory) readField(base Address, typ, field string) (uint64, error) {
 }
 
 // readFieldInt reads field of the typ object at base, sign-extended.
-func (m *memory) readFieldInt(base Address, typ, field string) (int64, error) {
+func (m *memory) readFieldInt(base ompd.Address, typ, field string) (int64, error) {
 	addr, size, err := m.fieldAt(base, typ, field)
 	if err != nil {
 		return 0, err

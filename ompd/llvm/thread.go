@@ -1,15 +1,19 @@
-package ompd
+package llvm
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+)
 
 // Thread is an OMPD thread handle (ompd_thread_handle_t): one OpenMP
 // thread, identified by its kmp_base_info_t in the runtime.
 type Thread struct {
 	as        *AddressSpace
-	th        Address // the thread's kmp_base_info_t
-	gtid      int     // index in __kmp_threads; -1 when reached through a team
+	th        ompd.Address // the thread's kmp_base_info_t
+	gtid      int          // index in __kmp_threads; -1 when reached through a team
 	pthreadID uint64
-	ctx       ThreadContext
+	ctx       ompd.ThreadContext
 }
 
 // AddressSpace returns the handle's address space.
@@ -17,7 +21,7 @@ func (t *Thread) AddressSpace() *AddressSpace { return t.as }
 
 // Addr is the address of the thread's runtime descriptor; it identifies
 // the thread for as long as the runtime keeps it.
-func (t *Thread) Addr() Address { return t.th }
+func (t *Thread) Addr() ompd.Address { return t.th }
 
 // GTID is the runtime's global thread id (the index in __kmp_threads), or
 // -1 when unknown.
@@ -25,7 +29,7 @@ func (t *Thread) GTID() int { return t.gtid }
 
 // Context returns the debugger's thread context given to ThreadHandle, nil
 // for handles obtained otherwise.
-func (t *Thread) Context() ThreadContext { return t.ctx }
+func (t *Thread) Context() ompd.ThreadContext { return t.ctx }
 
 func (t *Thread) pthread() (uint64, error) {
 	ds, err := t.desc()
@@ -37,7 +41,7 @@ func (t *Thread) pthread() (uint64, error) {
 
 // desc returns the address of the thread's descriptor (th_info.ds, a
 // kmp_desc_base_t).
-func (t *Thread) desc() (Address, error) {
+func (t *Thread) desc() (ompd.Address, error) {
 	m := t.as.mem
 	info, err := m.field(t.th, "kmp_base_info_t", "th_info")
 	if err != nil {
@@ -48,16 +52,16 @@ func (t *Thread) desc() (Address, error) {
 
 // ID returns the native id of the thread (ompd_get_thread_id); only
 // ThreadIDPthread is supported.
-func (t *Thread) ID(kind ThreadIDKind) (uint64, error) {
-	if kind != ThreadIDPthread {
-		return 0, fail("ompd_get_thread_id", RCUnsupported, fmt.Errorf("thread id kind %d", kind))
+func (t *Thread) ID(kind ompd.ThreadIDKind) (uint64, error) {
+	if kind != ompd.ThreadIDPthread {
+		return 0, fail("ompd_get_thread_id", ompd.RCUnsupported, fmt.Errorf("thread id kind %d", kind))
 	}
 	if t.pthreadID != 0 {
 		return t.pthreadID, nil
 	}
 	v, err := t.pthread()
 	if err != nil {
-		return 0, fail("ompd_get_thread_id", RCError, err)
+		return 0, fail("ompd_get_thread_id", ompd.RCError, err)
 	}
 	return v, nil
 }
@@ -66,7 +70,7 @@ func (t *Thread) ID(kind ThreadIDKind) (uint64, error) {
 // (ompd_thread_handle_compare).
 func (t *Thread) Compare(o *Thread) int { return cmpAddr(t.th, o.th) }
 
-func cmpAddr(a, b Address) int {
+func cmpAddr(a, b ompd.Address) int {
 	switch {
 	case a < b:
 		return -1
@@ -92,25 +96,25 @@ func (t *Thread) ThreadNum() (int, error) {
 
 // State returns the thread's OMPT state and wait id (ompd_get_state). It
 // needs state tracking.
-func (t *Thread) State() (State, uint64, error) {
+func (t *Thread) State() (ompd.State, uint64, error) {
 	const op = "ompd_get_state"
 	if !t.as.StateTracking() {
-		return 0, 0, fail(op, RCNeedsStateTracking, nil)
+		return 0, 0, fail(op, ompd.RCNeedsStateTracking, nil)
 	}
 	m := t.as.mem
 	info, err := m.field(t.th, "kmp_base_info_t", "ompt_thread_info")
 	if err != nil {
-		return 0, 0, fail(op, RCError, err)
+		return 0, 0, fail(op, ompd.RCError, err)
 	}
 	st, err := m.readField(info, "ompt_thread_info_t", "state")
 	if err != nil {
-		return 0, 0, fail(op, RCError, err)
+		return 0, 0, fail(op, ompd.RCError, err)
 	}
 	wait, err := m.readField(info, "ompt_thread_info_t", "wait_id")
 	if err != nil {
-		return 0, 0, fail(op, RCError, err)
+		return 0, 0, fail(op, ompd.RCError, err)
 	}
-	return State(st), wait, nil
+	return ompd.State(st), wait, nil
 }
 
 // CurrentParallel returns the innermost parallel region the thread is in
@@ -126,30 +130,30 @@ func (t *Thread) CurrentParallel() (*Parallel, error) {
 
 // pointerField reads a pointer field of the thread's kmp_base_info_t; a
 // NULL pointer is ErrUnavailable ("thread at X has no what").
-func (t *Thread) pointerField(op, field, what string) (Address, error) {
+func (t *Thread) pointerField(op, field, what string) (ompd.Address, error) {
 	p, err := t.as.mem.readField(t.th, "kmp_base_info_t", field)
 	if err != nil {
-		return 0, fail(op, RCError, err)
+		return 0, fail(op, ompd.RCError, err)
 	}
 	if p == 0 {
-		return 0, fail(op, RCUnavailable, fmt.Errorf("thread at %#x has no %s", t.th, what))
+		return 0, fail(op, ompd.RCUnavailable, fmt.Errorf("thread at %#x has no %s", t.th, what))
 	}
 	return p, nil
 }
 
 // parallelOfTeam builds the parallel handle of the team at teamPtr (a
 // kmp_team_p): the team itself, or the serialized region inside it.
-func (as *AddressSpace) parallelOfTeam(op string, teamPtr Address) (*Parallel, error) {
+func (as *AddressSpace) parallelOfTeam(op string, teamPtr ompd.Address) (*Parallel, error) {
 	team, lwt, err := as.teamAndLWT(teamPtr)
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	return &Parallel{as: as, team: team, lwt: lwt}, nil
 }
 
 // teamAndLWT returns the kmp_base_team_t of the team at teamPtr and the
 // light-weight team record of the serialized region inside it (0: none).
-func (as *AddressSpace) teamAndLWT(teamPtr Address) (team, lwt Address, err error) {
+func (as *AddressSpace) teamAndLWT(teamPtr ompd.Address) (team, lwt ompd.Address, err error) {
 	m := as.mem
 	if team, err = m.field(teamPtr, "kmp_team_p", "t"); err != nil {
 		return 0, 0, err
@@ -170,16 +174,16 @@ func (t *Thread) CurrentTask() (*Task, error) {
 }
 
 // taskOf builds the task handle of the kmp_taskdata_t at td.
-func (as *AddressSpace) taskOf(op string, td Address) (*Task, error) {
+func (as *AddressSpace) taskOf(op string, td ompd.Address) (*Task, error) {
 	m := as.mem
 	teamPtr, err := m.readField(td, "kmp_taskdata_t", "td_team")
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
-	var lwt Address
+	var lwt ompd.Address
 	if teamPtr != 0 {
 		if _, lwt, err = as.teamAndLWT(teamPtr); err != nil {
-			return nil, fail(op, RCError, err)
+			return nil, fail(op, ompd.RCError, err)
 		}
 	}
 	return &Task{as: as, td: td, lwt: lwt}, nil
@@ -187,7 +191,7 @@ func (as *AddressSpace) taskOf(op string, td Address) (*Task, error) {
 
 // ToolData returns the OMPT thread_data of the thread
 // (ompd_get_tool_data at thread scope).
-func (t *Thread) ToolData() (value uint64, ptr Address, err error) {
+func (t *Thread) ToolData() (value uint64, ptr ompd.Address, err error) {
 	m := t.as.mem
 	info, err := m.field(t.th, "kmp_base_info_t", "ompt_thread_info")
 	if err != nil {
@@ -200,7 +204,7 @@ func (t *Thread) ToolData() (value uint64, ptr Address, err error) {
 	return toolData(m, data)
 }
 
-func toolData(m *memory, data Address) (uint64, Address, error) {
+func toolData(m *memory, data ompd.Address) (uint64, ompd.Address, error) {
 	v, err := m.readField(data, "ompt_data_t", "value")
 	if err != nil {
 		return 0, 0, err

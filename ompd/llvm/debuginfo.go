@@ -1,41 +1,25 @@
-package ompd
+package llvm
 
 import (
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
 )
 
-// TypeLayouts is an optional extension of Callbacks: the layouts of
-// runtime types that the OMPD layout symbols do not describe, which the
-// debugger learns from the runtime's own debug information (DWARF). With
-// it the OMPD layer also reports construct source locations (ident_t),
-// runtime task ids and the explicit tasks still queued in the task deques.
-// Without it those answers are unavailable; everything else works.
-type TypeLayouts interface {
-	// TypeSize returns the size of the runtime type typ.
-	TypeSize(typ string) (uint64, error)
-	// FieldLayout returns the offset and size of field in the runtime
-	// type typ.
-	FieldLayout(typ, field string) (offset, size uint64, err error)
-}
-
-// ErrNoTypeLayouts is returned by the calls that need TypeLayouts when the
-// callbacks do not provide it.
-var ErrNoTypeLayouts = errors.New("the runtime's debug information (DWARF types) is not available")
-
-func (as *AddressSpace) typeLayouts() (TypeLayouts, error) {
-	tl, ok := as.cb.(TypeLayouts)
+func (as *AddressSpace) typeLayouts() (ompd.TypeLayouts, error) {
+	tl, ok := as.cb.(ompd.TypeLayouts)
 	if !ok {
-		return nil, ErrNoTypeLayouts
+		return nil, ompd.ErrNoTypeLayouts
 	}
 	return tl, nil
 }
 
 // readTyped reads field of the runtime type typ in the object at base,
 // with the layout TypeLayouts gives.
-func (as *AddressSpace) readTyped(base Address, typ, field string) (uint64, error) {
+func (as *AddressSpace) readTyped(base ompd.Address, typ, field string) (uint64, error) {
 	tl, err := as.typeLayouts()
 	if err != nil {
 		return 0, err
@@ -54,70 +38,49 @@ func (as *AddressSpace) readTyped(base Address, typ, field string) (uint64, erro
 	return v, nil
 }
 
-// Location is a source location the compiler recorded for a construct
-// (ident_t psource, ";file;function;line;column;;").
-type Location struct {
-	File     string
-	Function string
-	Line     int
-	Column   int
-}
-
-// String formats the location as file:line.
-func (l Location) String() string {
-	if l.File == "" {
-		return ""
-	}
-	return l.File + ":" + strconv.Itoa(l.Line)
-}
-
-// ErrNoLocation is returned when the compiler recorded no source location
-// (code compiled without -g gives ";unknown;unknown;0;0;;").
-var ErrNoLocation = errors.New("no source location recorded (compile with -g)")
-
 // identLocation reads and parses the psource string of the ident_t at
 // ident.
-func (as *AddressSpace) identLocation(ident Address) (Location, error) {
+func (as *AddressSpace) identLocation(ident ompd.Address) (ompd.Location, error) {
 	if ident == 0 {
-		return Location{}, ErrNoLocation
+		return ompd.Location{}, ompd.ErrNoLocation
 	}
 	ps, err := as.readTyped(ident, "ident_t", "psource")
 	if err != nil {
-		return Location{}, err
+		return ompd.Location{}, err
 	}
 	if ps == 0 {
-		return Location{}, ErrNoLocation
+		return ompd.Location{}, ompd.ErrNoLocation
 	}
 	s, err := as.cb.ReadString(ps, 1024)
 	if err != nil {
-		return Location{}, fmt.Errorf("reading source location string at %#x: %w", ps, err)
+		return ompd.Location{}, fmt.Errorf("reading source location string at %#x: %w", ps, err)
 	}
 	return parsePsource(s)
 }
 
 // parsePsource parses ";file;function;line;column;;".
-func parsePsource(s string) (Location, error) {
+func parsePsource(s string) (ompd.Location, error) {
 	parts := strings.Split(s, ";")
 	if len(parts) < 5 || parts[0] != "" {
-		return Location{}, fmt.Errorf("malformed source location %q", s)
+		return ompd.Location{}, fmt.Errorf("malformed source location %q", s)
 	}
 	line, err1 := strconv.Atoi(parts[3])
 	col, err2 := strconv.Atoi(parts[4])
 	if err1 != nil || err2 != nil {
-		return Location{}, fmt.Errorf("malformed source location %q", s)
+		return ompd.Location{}, fmt.Errorf("malformed source location %q", s)
 	}
 	if parts[1] == "unknown" && line == 0 {
-		return Location{}, ErrNoLocation
+		return ompd.Location{}, ompd.ErrNoLocation
 	}
-	return Location{File: parts[1], Function: parts[2], Line: line, Column: col}, nil
+	return ompd.Location{File: parts[1], Function: parts[2], Line: line, Column: col}, nil
 }
 
 // Location returns the source location of the parallel construct that
 // created the region's team (t_ident). Not an OMPD 5.1 call.
-func (p *Parallel) Location() (Location, error) {
+func (p *Parallel) Location() (ompd.Location, error) {
 	ident, err := p.as.readTyped(p.team, "kmp_base_team_t", "t_ident")
 	if err != nil {
-		return Location{}, err
+		return ompd.Location{}, err
 	}
 	return p.as.identLocation(ident)
 }
@@ -125,10 +88,10 @@ func (p *Parallel) Location() (Location, error) {
 // Location returns the source location of the task construct that created
 // an explicit task, or of the region of an implicit one (td_ident). Not an
 // OMPD 5.1 call.
-func (k *Task) Location() (Location, error) {
+func (k *Task) Location() (ompd.Location, error) {
 	ident, err := k.as.readTyped(k.td, "kmp_taskdata_t", "td_ident")
 	if err != nil {
-		return Location{}, err
+		return ompd.Location{}, err
 	}
 	return k.as.identLocation(ident)
 }
@@ -159,8 +122,8 @@ func (as *AddressSpace) QueuedTasks() ([]*Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	seenTT := map[Address]bool{}
-	seenTask := map[Address]bool{}
+	seenTT := map[ompd.Address]bool{}
+	seenTask := map[ompd.Address]bool{}
 	var out []*Task
 	var errs []error
 	for _, t := range threads {
@@ -211,7 +174,7 @@ func (as *AddressSpace) QueuedTasks() ([]*Task, error) {
 }
 
 // dequeTasks lists the tasks in one thread's deque, from head to tail.
-func (as *AddressSpace) dequeTasks(hd Address) ([]Address, error) {
+func (as *AddressSpace) dequeTasks(hd ompd.Address) ([]ompd.Address, error) {
 	deque, err := as.readTyped(hd, "kmp_base_thread_data_t", "td_deque")
 	if err != nil {
 		return nil, err
@@ -240,7 +203,7 @@ func (as *AddressSpace) dequeTasks(hd Address) ([]Address, error) {
 	if err := as.cb.ReadMemory(deque, slots); err != nil {
 		return nil, fmt.Errorf("reading deque at %#x: %w", deque, err)
 	}
-	out := make([]Address, 0, n)
+	out := make([]ompd.Address, 0, n)
 	for i := int64(0); i < n; i++ {
 		idx := (int64(head) + i) & (sz - 1)
 		if td := leUint(slots[uint64(idx)*ps:], ps); td != 0 {

@@ -1,6 +1,10 @@
-package ompd
+package llvm
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+)
 
 // Refresh forgets what the address space read from the runtime's thread
 // table, so that the next call reads it again. A tool that follows a
@@ -20,10 +24,10 @@ func (as *AddressSpace) Refresh() {
 // ompd_get_curr_parallel_handle still gives the enclosing region there;
 // the write to this field is where the new region becomes current
 // (extension).
-func (t *Thread) TeamFieldAddr() (Address, error) {
+func (t *Thread) TeamFieldAddr() (ompd.Address, error) {
 	off, err := t.as.mem.lay.offset("kmp_base_info_t", "th_team")
 	if err != nil {
-		return 0, fail("locating the team of a thread", RCError, err)
+		return 0, fail("locating the team of a thread", ompd.RCError, err)
 	}
 	return t.th + off, nil
 }

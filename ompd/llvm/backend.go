@@ -1,17 +1,19 @@
-package backend
+package llvm
 
 import (
 	"fmt"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/backend"
 )
 
-// Native wraps the native Go implementation's address space.
-func Native(as *ompd.AddressSpace) AddressSpace { return nativeAS{as} }
+// Backend returns the address space as the report builder sees it
+// (backend.AddressSpace): ompd-inspect's native OMPD for LLVM's runtime.
+func Backend(as *AddressSpace) backend.AddressSpace { return nativeAS{as} }
 
-type nativeAS struct{ as *ompd.AddressSpace }
+type nativeAS struct{ as *AddressSpace }
 
-func (n nativeAS) Backend() string                   { return NameNative }
+func (n nativeAS) Backend() string                   { return backend.NameNative }
 func (n nativeAS) StateTracking() bool               { return n.as.StateTracking() }
 func (n nativeAS) OMPVersion() (int, error)          { return n.as.OMPVersion() }
 func (n nativeAS) OMPVersionString() (string, error) { return n.as.OMPVersionString() }
@@ -26,7 +28,7 @@ func (n nativeAS) CheckThreads() error {
 	return err
 }
 
-func (n nativeAS) ThreadHandle(kind ompd.ThreadIDKind, id uint64) (Thread, error) {
+func (n nativeAS) ThreadHandle(kind ompd.ThreadIDKind, id uint64) (backend.Thread, error) {
 	return wrapThread(n.as.ThreadHandle(kind, id))
 }
 
@@ -47,26 +49,26 @@ func (n nativeAS) ICV(handle any, icv ompd.ICV) (ompd.Value, error) {
 	return n.as.ICVValue(h, icv.ID)
 }
 
-func (n nativeAS) QueuedTasks() ([]Task, error) {
+func (n nativeAS) QueuedTasks() ([]backend.Task, error) {
 	ks, err := n.as.QueuedTasks()
-	out := make([]Task, len(ks))
+	out := make([]backend.Task, len(ks))
 	for i, k := range ks {
 		out[i] = nativeTask{k}
 	}
 	return out, err
 }
 
-func (n nativeAS) BlockedTasks(from []Task) ([]BlockedTask, error) {
-	in := make([]*ompd.Task, 0, len(from))
+func (n nativeAS) BlockedTasks(from []backend.Task) ([]backend.BlockedTask, error) {
+	in := make([]*Task, 0, len(from))
 	for _, k := range from {
 		if nk, ok := k.(nativeTask); ok {
 			in = append(in, nk.k)
 		}
 	}
 	bs, err := n.as.BlockedTasks(in)
-	out := make([]BlockedTask, len(bs))
+	out := make([]backend.BlockedTask, len(bs))
 	for i, b := range bs {
-		out[i] = BlockedTask{Task: nativeTask{b.Task}, Pending: b.Pending}
+		out[i] = backend.BlockedTask{Task: nativeTask{b.Task}, Pending: b.Pending}
 		for _, p := range b.Predecessors {
 			out[i].Predecessors = append(out[i].Predecessors, nativeTask{p})
 		}
@@ -76,62 +78,62 @@ func (n nativeAS) BlockedTasks(from []Task) ([]BlockedTask, error) {
 
 func label(a ompd.Address) string { return fmt.Sprintf("%#x", a) }
 
-type nativeThread struct{ t *ompd.Thread }
+type nativeThread struct{ t *Thread }
 
 func (n nativeThread) Label() string      { return label(n.t.Addr()) }
 func (n nativeThread) Release() error     { return nil }
 func (n nativeThread) GTID() (int, error) { return n.t.GTID(), nil }
-func (n nativeThread) Compare(o Thread) int {
+func (n nativeThread) Compare(o backend.Thread) int {
 	return n.t.Compare(o.(nativeThread).t)
 }
 func (n nativeThread) ID(kind ompd.ThreadIDKind) (uint64, error) { return n.t.ID(kind) }
 func (n nativeThread) ThreadNum() (int, error)                   { return n.t.ThreadNum() }
 func (n nativeThread) State() (ompd.State, uint64, error)        { return n.t.State() }
-func (n nativeThread) CurrentParallel() (Parallel, error) {
+func (n nativeThread) CurrentParallel() (backend.Parallel, error) {
 	return wrapParallel(n.t.CurrentParallel())
 }
-func (n nativeThread) CurrentTask() (Task, error) {
+func (n nativeThread) CurrentTask() (backend.Task, error) {
 	return wrapTask(n.t.CurrentTask())
 }
 
-type nativeParallel struct{ p *ompd.Parallel }
+type nativeParallel struct{ p *Parallel }
 
 func (n nativeParallel) Label() string  { return label(n.p.Addr()) }
 func (n nativeParallel) Release() error { return nil }
-func (n nativeParallel) Compare(o Parallel) int {
+func (n nativeParallel) Compare(o backend.Parallel) int {
 	return n.p.Compare(o.(nativeParallel).p)
 }
-func (n nativeParallel) Enclosing() (Parallel, error) {
+func (n nativeParallel) Enclosing() (backend.Parallel, error) {
 	return wrapParallel(n.p.Enclosing())
 }
 func (n nativeParallel) Level() (int, error)       { return n.p.Level() }
 func (n nativeParallel) ActiveLevel() (int, error) { return n.p.ActiveLevel() }
 func (n nativeParallel) TeamSize() (int, error)    { return n.p.TeamSize() }
 func (n nativeParallel) Serialized() (bool, error) { return n.p.Serialized(), nil }
-func (n nativeParallel) ThreadIn(i int) (Thread, error) {
+func (n nativeParallel) ThreadIn(i int) (backend.Thread, error) {
 	return wrapThread(n.p.ThreadIn(i))
 }
-func (n nativeParallel) TaskIn(i int) (Task, error) {
+func (n nativeParallel) TaskIn(i int) (backend.Task, error) {
 	return wrapTask(n.p.TaskIn(i))
 }
 func (n nativeParallel) Function() (ompd.Address, error)  { return n.p.Function() }
 func (n nativeParallel) Location() (ompd.Location, error) { return n.p.Location() }
 
-type nativeTask struct{ k *ompd.Task }
+type nativeTask struct{ k *Task }
 
 func (n nativeTask) Label() string  { return label(n.k.Addr()) }
 func (n nativeTask) Release() error { return nil }
-func (n nativeTask) Compare(o Task) int {
+func (n nativeTask) Compare(o backend.Task) int {
 	return n.k.Compare(o.(nativeTask).k)
 }
-func (n nativeTask) Generating() (Task, error) { return wrapTask(n.k.Generating()) }
-func (n nativeTask) Scheduling() (Task, error) { return wrapTask(n.k.Scheduling()) }
-func (n nativeTask) Parallel() (Parallel, error) {
+func (n nativeTask) Generating() (backend.Task, error) { return wrapTask(n.k.Generating()) }
+func (n nativeTask) Scheduling() (backend.Task, error) { return wrapTask(n.k.Scheduling()) }
+func (n nativeTask) Parallel() (backend.Parallel, error) {
 	return wrapParallel(n.k.Parallel())
 }
-func (n nativeTask) Flags() (ompd.Flags, FlagSet, error) {
+func (n nativeTask) Flags() (ompd.Flags, backend.FlagSet, error) {
 	f, err := n.k.Flags()
-	return f, AllFlags, err
+	return f, backend.AllFlags, err
 }
 func (n nativeTask) Function() (ompd.Address, error) { return n.k.Function() }
 func (n nativeTask) Frame() (exit, enter ompd.Address, err error) {
@@ -140,21 +142,21 @@ func (n nativeTask) Frame() (exit, enter ompd.Address, err error) {
 func (n nativeTask) Location() (ompd.Location, error) { return n.k.Location() }
 
 // wrapThread, wrapParallel and wrapTask wrap a native call's handle.
-func wrapThread(t *ompd.Thread, err error) (Thread, error) {
+func wrapThread(t *Thread, err error) (backend.Thread, error) {
 	if err != nil {
 		return nil, err
 	}
 	return nativeThread{t}, nil
 }
 
-func wrapParallel(p *ompd.Parallel, err error) (Parallel, error) {
+func wrapParallel(p *Parallel, err error) (backend.Parallel, error) {
 	if err != nil {
 		return nil, err
 	}
 	return nativeParallel{p}, nil
 }
 
-func wrapTask(k *ompd.Task, err error) (Task, error) {
+func wrapTask(k *Task, err error) (backend.Task, error) {
 	if err != nil {
 		return nil, err
 	}

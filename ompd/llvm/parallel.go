@@ -1,19 +1,23 @@
-package ompd
+package llvm
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+)
 
 // Parallel is an OMPD parallel handle (ompd_parallel_handle_t): a team
 // (kmp_base_team_t) and, for a serialized region inside it, the runtime's
 // light-weight team record.
 type Parallel struct {
 	as   *AddressSpace
-	team Address // kmp_base_team_t
-	lwt  Address // ompt_lw_taskteam_t of a serialized region, or 0
+	team ompd.Address // kmp_base_team_t
+	lwt  ompd.Address // ompt_lw_taskteam_t of a serialized region, or 0
 }
 
 // Addr identifies the region: the address of the light-weight team record
 // of a serialized region, else the team's.
-func (p *Parallel) Addr() Address {
+func (p *Parallel) Addr() ompd.Address {
 	if p.lwt != 0 {
 		return p.lwt
 	}
@@ -21,7 +25,7 @@ func (p *Parallel) Addr() Address {
 }
 
 // Team is the address of the runtime team that holds the region.
-func (p *Parallel) Team() Address { return p.team }
+func (p *Parallel) Team() ompd.Address { return p.team }
 
 // Serialized reports whether the region is a serialized (team of one)
 // region recorded in a light-weight team.
@@ -44,7 +48,7 @@ func (p *Parallel) Enclosing() (*Parallel, error) {
 	if p.lwt != 0 {
 		parent, err := m.readField(p.lwt, "ompt_lw_taskteam_t", "parent")
 		if err != nil {
-			return nil, fail(op, RCError, err)
+			return nil, fail(op, ompd.RCError, err)
 		}
 		if parent != 0 {
 			return &Parallel{as: p.as, team: p.team, lwt: parent}, nil
@@ -52,10 +56,10 @@ func (p *Parallel) Enclosing() (*Parallel, error) {
 	}
 	parentTeam, err := m.readField(p.team, "kmp_base_team_t", "t_parent")
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	if parentTeam == 0 {
-		return nil, fail(op, RCUnavailable, fmt.Errorf("team at %#x has no parent team", p.team))
+		return nil, fail(op, ompd.RCUnavailable, fmt.Errorf("team at %#x has no parent team", p.team))
 	}
 	return p.as.parallelOfTeam(op, parentTeam)
 }
@@ -65,7 +69,7 @@ func (p *Parallel) Enclosing() (*Parallel, error) {
 func (p *Parallel) Level() (int, error) {
 	v, err := p.as.mem.readFieldInt(p.team, "kmp_base_team_t", "t_level")
 	if err != nil {
-		return 0, fail("reading levels-var", RCError, err)
+		return 0, fail("reading levels-var", ompd.RCError, err)
 	}
 	return int(v), nil
 }
@@ -75,7 +79,7 @@ func (p *Parallel) Level() (int, error) {
 func (p *Parallel) ActiveLevel() (int, error) {
 	v, err := p.as.mem.readFieldInt(p.team, "kmp_base_team_t", "t_active_level")
 	if err != nil {
-		return 0, fail("reading active-levels-var", RCError, err)
+		return 0, fail("reading active-levels-var", ompd.RCError, err)
 	}
 	return int(v), nil
 }
@@ -88,10 +92,10 @@ func (p *Parallel) TeamSize() (int, error) {
 	}
 	v, err := p.as.mem.readFieldInt(p.team, "kmp_base_team_t", "t_nproc")
 	if err != nil {
-		return 0, fail("reading team-size-var", RCError, err)
+		return 0, fail("reading team-size-var", ompd.RCError, err)
 	}
 	if v < 0 || v > MaxThreads {
-		return 0, fail("reading team-size-var", RCError, fmt.Errorf("team at %#x has t_nproc %d, outside 0..%d", p.team, v, MaxThreads))
+		return 0, fail("reading team-size-var", ompd.RCError, fmt.Errorf("team at %#x has t_nproc %d, outside 0..%d", p.team, v, MaxThreads))
 	}
 	return int(v), nil
 }
@@ -104,7 +108,7 @@ func (p *Parallel) checkThreadNum(op string, n int) error {
 		return err
 	}
 	if n < 0 || n >= size {
-		return fail(op, RCBadInput, fmt.Errorf("thread number %d outside team of %d", n, size))
+		return fail(op, ompd.RCBadInput, fmt.Errorf("thread number %d outside team of %d", n, size))
 	}
 	return nil
 }
@@ -119,18 +123,18 @@ func (p *Parallel) ThreadIn(n int) (*Thread, error) {
 	m := p.as.mem
 	arr, err := m.readField(p.team, "kmp_base_team_t", "t_threads")
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	info, err := m.pointer(arr + uint64(n*m.ptr))
 	if err != nil {
-		return nil, fail(op, RCError, fmt.Errorf("reading t_threads[%d]: %w", n, err))
+		return nil, fail(op, ompd.RCError, fmt.Errorf("reading t_threads[%d]: %w", n, err))
 	}
 	if info == 0 {
-		return nil, fail(op, RCUnavailable, fmt.Errorf("t_threads[%d] of team %#x is NULL", n, p.team))
+		return nil, fail(op, ompd.RCUnavailable, fmt.Errorf("t_threads[%d] of team %#x is NULL", n, p.team))
 	}
 	thOff, err := p.as.mem.lay.offset("kmp_info_t", "th")
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	th := info + thOff
 	if err := p.as.walkThreads(); err == nil {
@@ -152,30 +156,30 @@ func (p *Parallel) TaskIn(n int) (*Task, error) {
 	m := p.as.mem
 	arr, err := m.readField(p.team, "kmp_base_team_t", "t_implicit_task_taskdata")
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	tdSize, err := m.lay.sizeof("kmp_taskdata_t")
 	if err != nil {
-		return nil, fail(op, RCError, err)
+		return nil, fail(op, ompd.RCError, err)
 	}
 	return &Task{as: p.as, td: arr + uint64(n)*tdSize}, nil
 }
 
 // Function returns the entry point of the region's outlined function
 // (t_pkfn; what ompd_get_task_function gives for its implicit tasks).
-func (p *Parallel) Function() (Address, error) {
+func (p *Parallel) Function() (ompd.Address, error) {
 	v, err := p.as.mem.readField(p.team, "kmp_base_team_t", "t_pkfn")
 	if err != nil {
-		return 0, fail("reading parallel entry function", RCError, err)
+		return 0, fail("reading parallel entry function", ompd.RCError, err)
 	}
 	return v, nil
 }
 
 // ToolData returns the OMPT parallel_data of the region
 // (ompd_get_tool_data at parallel scope).
-func (p *Parallel) ToolData() (uint64, Address, error) {
+func (p *Parallel) ToolData() (uint64, ompd.Address, error) {
 	m := p.as.mem
-	var info Address
+	var info ompd.Address
 	var err error
 	if p.lwt != 0 {
 		info, err = m.field(p.lwt, "ompt_lw_taskteam_t", "ompt_team_info")

@@ -1,9 +1,10 @@
-package ompd_test
+package llvm_test
 
 import (
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 )
 
 // The scenario every layout builds: an OpenMP process stopped with
@@ -103,9 +104,9 @@ func (s *scenario) setLwt(l, field string, v uint64) {
 	s.b.set(s.lwt[l], "ompt_lw_taskteam_t", field, v)
 }
 
-func (s *scenario) init(t testing.TB) *ompd.AddressSpace {
+func (s *scenario) init(t testing.TB) *llvm.AddressSpace {
 	t.Helper()
-	as, err := ompd.ProcessInitialize(s.cb, hint)
+	as, err := llvm.ProcessInitialize(s.cb, hint)
 	if err != nil {
 		t.Fatalf("ProcessInitialize: %v", err)
 	}

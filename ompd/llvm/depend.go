@@ -1,8 +1,10 @@
-package ompd
+package llvm
 
 import (
 	"errors"
 	"fmt"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
 )
 
 // MaxDependenceNodes bounds how many dependence-graph nodes BlockedTasks
@@ -41,15 +43,15 @@ func (as *AddressSpace) BlockedTasks(from []*Task) ([]BlockedTask, error) {
 	if err != nil {
 		return nil, err
 	}
-	known := map[Address]bool{}
-	queue := make([]Address, 0, len(from))
+	known := map[ompd.Address]bool{}
+	queue := make([]ompd.Address, 0, len(from))
 	for _, k := range from {
 		if !known[k.td] {
 			known[k.td] = true
 			queue = append(queue, k.td)
 		}
 	}
-	index := map[Address]int{} // blocked task -> index in out
+	index := map[ompd.Address]int{} // blocked task -> index in out
 	var out []BlockedTask
 	var errs []error
 	visited := 0
@@ -89,13 +91,13 @@ func (as *AddressSpace) BlockedTasks(from []*Task) ([]BlockedTask, error) {
 
 // successor is one entry of a dependence node's successor list.
 type successor struct {
-	task    Address // kmp_task_t of the successor, 0 once it has finished
-	pending int     // its npredecessors
+	task    ompd.Address // kmp_task_t of the successor, 0 once it has finished
+	pending int          // its npredecessors
 }
 
 // successors reads the successor list of the dependence node of the task
 // whose kmp_taskdata_t is at td; a task without dependences has none.
-func (as *AddressSpace) successors(td, dnOff Address) ([]successor, error) {
+func (as *AddressSpace) successors(td, dnOff ompd.Address) ([]successor, error) {
 	node, err := as.readTyped(td, "kmp_taskdata_t", "td_depnode")
 	if err != nil || node == 0 {
 		return nil, err
@@ -105,7 +107,7 @@ func (as *AddressSpace) successors(td, dnOff Address) ([]successor, error) {
 		return nil, err
 	}
 	var out []successor
-	seen := map[Address]bool{}
+	seen := map[ompd.Address]bool{}
 	for item != 0 {
 		if seen[item] || len(out) >= MaxDependenceNodes {
 			return out, fmt.Errorf("successor list of dependence node %#x does not end after %d entries (a cycle, or memory changing while read)", node, len(out))
