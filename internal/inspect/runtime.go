@@ -3,26 +3,44 @@ package inspect
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
 
-// ErrNotOpenMP is returned when the target has no LLVM OpenMP runtime.
+// ErrNotOpenMP is returned when the target has no OpenMP runtime that
+// ompd-inspect knows.
 var ErrNotOpenMP = errors.New("not an OpenMP program")
 
-// FindRuntime returns the module that holds LLVM's OpenMP runtime: the one
-// that defines __kmpc_fork_call (LLVM's runtime also defines the GOMP_*
-// entry points of its libgomp compatibility layer). GNU libgomp and a
-// target without any OpenMP runtime give errors that say so.
+// Families are the runtime families ompd-inspect knows, in the order they
+// are tried.
+var Families = []ompd.Family{llvm.Family}
+
+// FamilyOf returns the family whose runtime the module m is, or nil.
+func FamilyOf(m *target.Module) ompd.Family {
+	if m == nil || m.Image == nil {
+		return nil
+	}
+	has := func(name string) bool { _, ok := m.Image.Symbol(name); return ok }
+	for _, f := range Families {
+		if f.Recognizes(has) {
+			return f
+		}
+	}
+	return nil
+}
+
+// FindRuntime returns the module that holds the target's OpenMP runtime:
+// the first module a known family recognizes. GNU libgomp and a target
+// without any OpenMP runtime give errors that say so.
 func FindRuntime(t target.Target) (*target.Module, error) {
 	var gomp *target.Module
 	for _, m := range t.Modules() {
 		if m.Image == nil {
 			continue
 		}
-		if _, ok := m.Image.Symbol("__kmpc_fork_call"); ok {
+		if FamilyOf(m) != nil {
 			return m, nil
 		}
 		if _, ok := m.Image.Symbol("GOMP_parallel"); ok && gomp == nil {
@@ -32,9 +50,10 @@ func FindRuntime(t target.Target) (*target.Module, error) {
 	// A runtime module that could not be opened (missing file, other
 	// build-id) must not be reported as "not OpenMP".
 	for _, m := range t.Modules() {
-		base := filepath.Base(m.Name)
-		if m.Image == nil && (strings.HasPrefix(base, "libomp") || strings.HasPrefix(base, "libiomp5")) {
-			return nil, fmt.Errorf("the OpenMP runtime %s is mapped, but its file could not be used (see warnings)", m.Name)
+		for _, f := range Families {
+			if m.Image == nil && f.MaybeRuntime(m.Name) {
+				return nil, fmt.Errorf("the OpenMP runtime %s is mapped, but its file could not be used (see warnings)", m.Name)
+			}
 		}
 	}
 	if gomp != nil {

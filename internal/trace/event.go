@@ -111,7 +111,11 @@ func (s *session) threadAt(tid int, regs target.Registers) (*llvm.Thread, error)
 
 // tlsGTID reads the stopped thread's __kmp_gtid.
 func (s *session) tlsGTID() (int, bool) {
-	addr, err := s.cb.ThreadSymbolAddr(&s.view.thread[0], "__kmp_gtid", s.runtime.Name)
+	fam := inspect.FamilyOf(s.runtime)
+	if fam == nil || fam.GTIDSymbol() == "" {
+		return 0, false
+	}
+	addr, err := s.cb.ThreadSymbolAddr(&s.view.thread[0], fam.GTIDSymbol(), s.runtime.Name)
 	if err != nil {
 		return 0, false
 	}
@@ -125,7 +129,8 @@ func (s *session) tlsGTID() (int, bool) {
 
 // parallelBegin describes a region that begins. OMPD says the new region
 // is current at ompd_bp_parallel_begin, but LLVM's runtime passes it in
-// __kmp_fork_call before it makes the new team the encountering thread's
+// its fork function (the family's ForkFunction) before it makes the new
+// team the encountering thread's
 // (ompd_get_curr_parallel_handle still gives the enclosing region there,
 // or a hot team's previous state). Coming from there, the event waits
 // until the thread writes its team pointer (a watch), and is described
@@ -172,11 +177,9 @@ func (s *session) beginRegion(ev *Event, th *llvm.Thread, requested *int) (bool,
 	return s.emit(ev)
 }
 
-// forkFunction is LLVM's runtime function that forks a team.
-const forkFunction = "__kmp_fork_call"
-
 // fromFork reports whether the thread, stopped at the first instruction
-// of a breakpoint location, was called from __kmp_fork_call.
+// of a breakpoint location, was called from the runtime's function that
+// forks a team (the family's ForkFunction).
 func (s *session) fromFork(regs target.Registers) bool {
 	var b [8]byte
 	if s.forkEnd == 0 || s.tc.ReadMemory(regs.Rsp, b[:]) != nil {

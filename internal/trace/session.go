@@ -144,8 +144,9 @@ type session struct {
 	cb       *eventCallbacks
 	as       *llvm.AddressSpace
 	nthreads ompd.ICVID // the id of nthreads-var
-	// fork is the runtime's __kmp_fork_call (runtime addresses [start,
-	// end)), where LLVM passes ompd_bp_parallel_begin early.
+	// fork is the runtime's function that forks a team (runtime
+	// addresses [start, end)), where LLVM passes ompd_bp_parallel_begin
+	// early.
 	forkStart, forkEnd uint64
 	funcs              map[uint64]string // symbolize's names by address
 
@@ -345,8 +346,10 @@ func (s *session) armRuntime() error {
 		s.warn("the OpenMP runtime %s has no OMPD breakpoint locations (ompd_bp_*) that ompd-inspect could find; no OpenMP events can be seen", rt.Name)
 		return nil
 	}
-	if sym, ok := rt.Image.Symbol(forkFunction); ok {
-		s.forkStart, s.forkEnd = sym.Value+rt.Bias, sym.Value+rt.Bias+sym.Size
+	if fam := inspect.FamilyOf(rt); fam != nil && fam.ForkFunction() != "" {
+		if value, size, ok := know.LinkSymbol(rt, fam.ForkFunction()); ok {
+			s.forkStart, s.forkEnd = value+rt.Bias, value+rt.Bias+size
+		}
 	}
 	s.cb = newEventCallbacks(s.view, rt)
 	s.cb.UseKnowledge(know)
