@@ -36,9 +36,11 @@ func (im *Image) DebugFile() string {
 
 // findSeparate looks for the debug file by build-id under each debug root
 // (ROOT/.build-id/xx/rest.debug), then by the .gnu_debuglink name next to
-// the file, in its .debug subdirectory, and under each debug root followed
-// by the file's directory. A build-id candidate must carry the same
-// build-id, a debug-link candidate must match the recorded CRC-32.
+// the file, in its .debug subdirectory, under each debug root followed
+// by the file's directory, and directly in each directory OpenWith was
+// given; last it asks the fetcher, if any, by build-id. A build-id
+// candidate must carry the same build-id, a debug-link candidate must
+// match the recorded CRC-32.
 func (im *Image) findSeparate() (*Image, error) {
 	if im.debugRoots == nil {
 		return nil, fmt.Errorf("%s is itself a separate debug file; not searching for another", im.Path)
@@ -88,6 +90,9 @@ func (im *Image) findSeparate() (*Image, error) {
 				}
 			}
 		}
+		for _, dir := range im.debugDirs {
+			cands = append(cands, filepath.Join(dir, name))
+		}
 		for _, p := range cands {
 			tried = append(tried, p)
 			if isSelf(p) {
@@ -110,6 +115,15 @@ func (im *Image) findSeparate() (*Image, error) {
 				continue
 			}
 			return d, nil
+		}
+	}
+	if im.fetch != nil && im.buildID != "" {
+		d, err := im.fetchSeparate()
+		if d != nil {
+			return d, nil
+		}
+		if err != nil {
+			problems = append(problems, err.Error())
 		}
 	}
 	msg := fmt.Sprintf("%s: no separate debug file found", im.Path)

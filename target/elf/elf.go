@@ -77,6 +77,12 @@ type Image struct {
 	// separate debug file (normally /usr/lib/debug); nil for an image
 	// that is itself a separate debug file.
 	debugRoots []string
+	// debugDirs are the directories OpenWith was given (also in
+	// debugRoots), where a debug-link name is looked for directly too.
+	debugDirs []string
+	// fetch asks for the separate debug file by build-id when no local
+	// file matched (OpenOptions.Fetch); nil for none.
+	fetch func(buildID string) (string, error)
 
 	symOnce sync.Once
 	syms    *symIndex
@@ -115,7 +121,7 @@ type TLS struct {
 
 // Open opens the ELF file at path.
 func Open(path string) (*Image, error) {
-	return open(path, []string{"/usr/lib/debug"})
+	return open(path, []string{systemDebugDir})
 }
 
 // open opens path; debugRoots are the global debug directories to search
