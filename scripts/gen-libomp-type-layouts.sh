@@ -20,8 +20,8 @@
 #   TYPE FIELD OFFSET SIZE    offsetof(TYPE, FIELD), sizeof the field
 #   TYPE - SIZE               sizeof(TYPE)
 # for the types and fields ompd-inspect reads through ompd.TypeLayouts
-# (grep readTyped, FieldLayout and TypeSize in ompd/*.go), and, so that the
-# table can be checked against a runtime, for every type and field that
+# (grep readTyped, FieldLayout and TypeSize in ompd/llvm/*.go), and, so
+# that the table can be checked against a runtime, for every type and field that
 # the runtime's own OMPD layout values describe (OMPD_FOREACH_ACCESS and
 # the types among OMPD_FOREACH_SIZEOF of its ompd-specific.h, whose names
 # end in _t; the others are globals and int and char: the quantities whose
@@ -69,8 +69,8 @@ mkdir -p "$cache/src" "$out" "$work"
 
 log() { echo "gen: $*" >&2; }
 
-# The probe: the fields ompd-inspect reads (ompd/debuginfo.go,
-# ompd/depend.go), then everything the OMPD layout values describe.
+# The probe: the fields ompd-inspect reads (ompd/llvm/debuginfo.go,
+# ompd/llvm/depend.go), then everything the OMPD layout values describe.
 probe() {
   cat <<'EOF'
 // Written by scripts/gen-libomp-type-layouts.sh: prints the layout of the

@@ -19,9 +19,9 @@ import (
 var _ ompd.TypeLayouts = (*TypeTable)(nil)
 
 // readFields are the fields the OMPD layer reads through TypeLayouts
-// (ompd/debuginfo.go, ompd/depend.go); it reads each as an integer or
-// pointer of 1 to 8 bytes, except kmp_depnode_t.dn, whose offset only it
-// uses.
+// (ompd/llvm/debuginfo.go, ompd/llvm/depend.go); it reads each as an
+// integer or pointer of 1 to 8 bytes, except kmp_depnode_t.dn, whose
+// offset only it uses.
 var readFields = [][2]string{
 	{"ident_t", "psource"},
 	{"kmp_base_team_t", "t_ident"},
