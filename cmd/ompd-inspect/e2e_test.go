@@ -433,55 +433,82 @@ var icvEnv = []string{"OMP_DEBUG=enabled", "OMP_NUM_THREADS=6,3", "OMP_PROC_BIND
 func TestICVs(t *testing.T) {
 	forEachSource(t, func(t *testing.T, src source) {
 		r, ready := state(t, "icvs", src, icvEnv...)
-		tid := ready.Int(t, "t0")
-		th := threadOf(t, r, tid)
-		task, region := str(th.Task), str(th.Region)
-		want := []struct {
-			name  string
-			owner any
-			value any
-		}{
-			{"dyn-var", tid, float64(ready.Int(t, "dynamic"))},
-			{"nthreads-var", tid, float64(ready.Int(t, "max_threads"))},
-			{"thread-num-var", tid, float64(ready.Int(t, "thread_num"))},
-			{"default-device-var", tid, float64(ready.Int(t, "default_device"))},
-			{"run-sched-var", task, ready["schedule_kind_name"] + "," + ready["schedule_chunk"]},
-			{"thread-limit-var", task, float64(ready.Int(t, "thread_limit"))},
-			{"max-active-levels-var", task, float64(ready.Int(t, "max_active_levels"))},
-			{"bind-var", task, float64(ready.Int(t, "proc_bind"))},
-			{"levels-var", region, float64(ready.Int(t, "level"))},
-			{"active-levels-var", region, float64(ready.Int(t, "active_level"))},
-			{"team-size-var", region, float64(ready.Int(t, "team_size"))},
-			{"stacksize-var", nil, float64(ready.Int(t, "stacksize"))},
-			{"cancel-var", nil, float64(ready.Int(t, "cancellation"))},
-			{"max-task-priority-var", nil, float64(ready.Int(t, "max_task_priority"))},
-			{"num-procs-var", nil, float64(ready.Int(t, "num_procs"))},
-			{"debug-var", nil, float64(1)},
-			{"display-affinity-var", nil, float64(0)},
-			{"tool-libraries-var", nil, ""},
-		}
-		for _, w := range want {
-			if got := icv(t, r, w.name, w.owner); got != w.value {
-				t.Errorf("%s: %#v; want %#v", w.name, got, w.value)
-			}
-		}
-		if ready["schedule_kind_name"] != "guided" || ready["schedule_chunk"] != "5" || ready["thread_limit"] != "12" {
-			t.Errorf("fixture did not set the ICVs it should: %v", ready)
-		}
-		// The runtime writes its display block in __kmp_do_serial_initialize
-		// before it reads the environment, so the block holds the
-		// defaults, whatever the program set (a runtime defect, see
-		// docs/compatibility.md). ompd-inspect reports what the runtime holds.
-		envs := map[string]string{}
-		for _, v := range r.ControlVars {
-			envs[v.Name] = v.Value
-		}
-		if len(r.ControlVars) < 50 || envs["OMP_THREAD_LIMIT"] != "0" || envs["OMP_CANCELLATION"] != "false" ||
-			envs["KMP_BLOCKTIME"] != "200ms" || envs["OMP_MAX_ACTIVE_LEVELS"] == "" {
-			t.Errorf("control vars (%d): OMP_THREAD_LIMIT=%q OMP_CANCELLATION=%q KMP_BLOCKTIME=%q", len(r.ControlVars),
-				envs["OMP_THREAD_LIMIT"], envs["OMP_CANCELLATION"], envs["KMP_BLOCKTIME"])
-		}
+		checkICVs(t, r, ready, "200ms")
 	})
+}
+
+// TestICVsStock: on each of Debian's stripped runtimes, every ICV equals
+// what the program's own omp_* calls say, live and from both kinds of
+// core.
+func TestICVsStock(t *testing.T) {
+	for _, v := range fixture.StockVersions {
+		for _, src := range allSources {
+			t.Run(fmt.Sprintf("%d/%s", v, src), func(t *testing.T) {
+				args, ready := targetArgsWith(t, "icvs", src, fixture.StartOptions{Env: icvEnv, Stripped: true, Runtime: fixture.StockLibomp(v)})
+				r := reportOf(t, append(args, "summary")...)
+				// Releases before 17 print the block time without its unit.
+				blocktime := "200ms"
+				if v < 17 {
+					blocktime = "200"
+				}
+				checkICVs(t, r, ready, blocktime)
+			})
+		}
+	}
+}
+
+// checkICVs compares the report of the icvs fixture with the ICVs the
+// program read itself (its READY line).
+func checkICVs(t *testing.T, r *inspect.Report, ready fixture.Ready, blocktime string) {
+	t.Helper()
+	tid := ready.Int(t, "t0")
+	th := threadOf(t, r, tid)
+	task, region := str(th.Task), str(th.Region)
+	want := []struct {
+		name  string
+		owner any
+		value any
+	}{
+		{"dyn-var", tid, float64(ready.Int(t, "dynamic"))},
+		{"nthreads-var", tid, float64(ready.Int(t, "max_threads"))},
+		{"thread-num-var", tid, float64(ready.Int(t, "thread_num"))},
+		{"default-device-var", tid, float64(ready.Int(t, "default_device"))},
+		{"run-sched-var", task, ready["schedule_kind_name"] + "," + ready["schedule_chunk"]},
+		{"thread-limit-var", task, float64(ready.Int(t, "thread_limit"))},
+		{"max-active-levels-var", task, float64(ready.Int(t, "max_active_levels"))},
+		{"bind-var", task, float64(ready.Int(t, "proc_bind"))},
+		{"levels-var", region, float64(ready.Int(t, "level"))},
+		{"active-levels-var", region, float64(ready.Int(t, "active_level"))},
+		{"team-size-var", region, float64(ready.Int(t, "team_size"))},
+		{"stacksize-var", nil, float64(ready.Int(t, "stacksize"))},
+		{"cancel-var", nil, float64(ready.Int(t, "cancellation"))},
+		{"max-task-priority-var", nil, float64(ready.Int(t, "max_task_priority"))},
+		{"num-procs-var", nil, float64(ready.Int(t, "num_procs"))},
+		{"debug-var", nil, float64(1)},
+		{"display-affinity-var", nil, float64(0)},
+		{"tool-libraries-var", nil, ""},
+	}
+	for _, w := range want {
+		if got := icv(t, r, w.name, w.owner); got != w.value {
+			t.Errorf("%s: %#v; want %#v", w.name, got, w.value)
+		}
+	}
+	if ready["schedule_kind_name"] != "guided" || ready["schedule_chunk"] != "5" || ready["thread_limit"] != "12" {
+		t.Errorf("fixture did not set the ICVs it should: %v", ready)
+	}
+	// The runtime writes its display block in __kmp_do_serial_initialize
+	// before it reads the environment, so the block holds the
+	// defaults, whatever the program set (a runtime defect, see
+	// docs/compatibility.md). ompd-inspect reports what the runtime holds.
+	envs := map[string]string{}
+	for _, v := range r.ControlVars {
+		envs[v.Name] = v.Value
+	}
+	if len(r.ControlVars) < 50 || envs["OMP_THREAD_LIMIT"] != "0" || envs["OMP_CANCELLATION"] != "false" ||
+		envs["KMP_BLOCKTIME"] != blocktime || envs["OMP_MAX_ACTIVE_LEVELS"] == "" {
+		t.Errorf("control vars (%d): OMP_THREAD_LIMIT=%q OMP_CANCELLATION=%q KMP_BLOCKTIME=%q", len(r.ControlVars),
+			envs["OMP_THREAD_LIMIT"], envs["OMP_CANCELLATION"], envs["KMP_BLOCKTIME"])
+	}
 }
 
 // Without OMP_DEBUG=enabled, states and frames are not tracked: the report

@@ -255,8 +255,8 @@ func (b *builder) runtime() {
 		b.warn("%v", b.dllLocsErr) // it names ompd_dll_locations
 	}
 	r.OMPDDLLLocations = b.dllLocs
-	if _, err := b.cb.typeIndex(); err == nil {
-		r.TypeInfo = "dwarf"
+	if _, src, err := b.cb.typeIndex(); err == nil {
+		r.TypeInfo = src
 	} else {
 		b.warn("construct locations from the runtime and queued tasks are unavailable: %v", err)
 	}

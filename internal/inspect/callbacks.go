@@ -28,9 +28,10 @@ type Callbacks struct {
 	syms map[string]symResult
 	tids map[uint64]*target.Thread // pthread (thread pointer) -> thread
 
-	tiOnce sync.Once
-	ti     *elf.TypeIndex
-	tiErr  error
+	tiOnce   sync.Once
+	ti       typeLayouts
+	tiSource string
+	tiErr    error
 }
 
 type symResult struct {
@@ -151,34 +152,73 @@ func (c *Callbacks) ThreadByPointer(tp uint64) (*target.Thread, bool) {
 	return t, ok
 }
 
-// typeIndex indexes the runtime's DWARF types once, on first use.
-func (c *Callbacks) typeIndex() (*elf.TypeIndex, error) {
+// typeLayouts is where the runtime types OMPD's layout values do not
+// describe come from: the runtime's DWARF, else (for a runtime recovered
+// from its code) the table of its release.
+type typeLayouts interface {
+	TypeSize(typ string) (uint64, error)
+	FieldLayout(typ, field string) (uint64, uint64, error)
+}
+
+// dwarfTypes adapts the runtime's DWARF type index.
+type dwarfTypes struct{ ti *elf.TypeIndex }
+
+func (d dwarfTypes) TypeSize(typ string) (uint64, error) { return d.ti.Size(typ) }
+func (d dwarfTypes) FieldLayout(typ, field string) (uint64, uint64, error) {
+	return d.ti.Field(typ, field)
+}
+
+// Where type layouts come from (runtime.type_info).
+const (
+	TypeInfoDWARF        = "dwarf"
+	TypeInfoReleaseTable = "release-table"
+)
+
+// typeIndex finds the runtime's type layouts once, on first use, and says
+// where they come from.
+func (c *Callbacks) typeIndex() (typeLayouts, string, error) {
 	c.tiOnce.Do(func() {
 		if c.runtime == nil || c.runtime.Image == nil {
 			c.tiErr = errors.New("no runtime module")
 			return
 		}
-		c.ti, c.tiErr = elf.NewTypeIndex(c.runtime.Image)
+		ti, err := elf.NewTypeIndex(c.runtime.Image)
+		if err == nil {
+			c.ti, c.tiSource = dwarfTypes{ti}, TypeInfoDWARF
+			return
+		}
+		c.tiErr = err
+		c.mu.Lock()
+		know := c.know
+		c.mu.Unlock()
+		if know != nil && know.Recovered != nil {
+			tt, terr := know.Recovered.TypeLayouts()
+			if terr != nil {
+				c.tiErr = fmt.Errorf("%v; %w", err, terr)
+				return
+			}
+			c.ti, c.tiSource, c.tiErr = tt, TypeInfoReleaseTable, nil
+		}
 	})
-	return c.ti, c.tiErr
+	return c.ti, c.tiSource, c.tiErr
 }
 
-// TypeSize implements ompd.TypeLayouts from the runtime's DWARF.
+// TypeSize implements ompd.TypeLayouts.
 func (c *Callbacks) TypeSize(typ string) (uint64, error) {
-	ti, err := c.typeIndex()
+	ti, _, err := c.typeIndex()
 	if err != nil {
 		return 0, err
 	}
-	return ti.Size(typ)
+	return ti.TypeSize(typ)
 }
 
-// FieldLayout implements ompd.TypeLayouts from the runtime's DWARF.
+// FieldLayout implements ompd.TypeLayouts.
 func (c *Callbacks) FieldLayout(typ, field string) (uint64, uint64, error) {
-	ti, err := c.typeIndex()
+	ti, _, err := c.typeIndex()
 	if err != nil {
 		return 0, 0, err
 	}
-	return ti.Field(typ, field)
+	return ti.FieldLayout(typ, field)
 }
 
 // ThreadSymbolAddr implements dll.Callbacks: a thread-local symbol resolves
