@@ -73,7 +73,7 @@ const (
 var (
 	// ErrNoServers: DEBUGINFOD_URLS names no usable server, so nothing
 	// was fetched (and nothing was looked up in the cache).
-	ErrNoServers = errors.New("no debuginfod server configured (DEBUGINFOD_URLS is unset or empty)")
+	ErrNoServers = errors.New("no debuginfod server configured (DEBUGINFOD_URLS names none)")
 	// ErrBadBuildID: the build-id asked for is not lowercase hex of 1 to
 	// 64 bytes.
 	ErrBadBuildID = errors.New("not a build-id")
@@ -329,10 +329,13 @@ func (c *Client) Fetch(ctx context.Context, buildID string) (string, error) {
 // FetchError is Fetch's error when no server gave the file and not all
 // said they lack it: one error per server asked, in order.
 type FetchError struct {
+	// BuildID is the build-id asked for.
 	BuildID string
-	Errs    []error
+	// Errs are the servers' errors, each naming its server.
+	Errs []error
 }
 
+// Error names the build-id and every server's failure.
 func (e *FetchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "debuginfod: build-id %s: ", e.BuildID)

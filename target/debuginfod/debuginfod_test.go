@@ -349,7 +349,7 @@ func TestNoServers(t *testing.T) {
 			t.Fatalf("DEBUGINFOD_URLS=%q: enabled %v, warnings %q", v, c.Enabled(), warns)
 		}
 		_, err := c.Fetch(t.Context(), idA)
-		wantErr(t, "Fetch", err, ErrNoServers, "no debuginfod server configured (DEBUGINFOD_URLS is unset or empty)")
+		wantErr(t, "Fetch", err, ErrNoServers, "no debuginfod server configured (DEBUGINFOD_URLS names none)")
 		im, err := elf.OpenWith(a.stripped, elf.OpenOptions{Fetch: c.Fetcher(t.Context())})
 		if err != nil {
 			t.Fatal(err)

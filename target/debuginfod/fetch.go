@@ -178,6 +178,7 @@ type progress struct {
 	on func(int)
 }
 
+// Read reads from the underlying reader and reports what it got.
 func (p *progress) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	if n > 0 {
