@@ -63,7 +63,17 @@ func KnowledgeOf(rt *target.Module) (*Knowledge, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the OpenMP runtime %s has no OMPD layout symbols (it is stripped, as Debian's libomp is), no debug file was found for it, and its code does not reveal them: %w", rt.Name, err)
 	}
-	return &Knowledge{SymbolsSource: SourceRecovered, LayoutSource: SourceRecovered, Recovered: rec}, nil
+	k := &Knowledge{SymbolsSource: SourceRecovered, LayoutSource: SourceRecovered, Recovered: rec}
+	// The functions recovered name frames in backtraces as the runtime's
+	// own symbols would.
+	var funcs []elf.Sym
+	for _, s := range rec.FileSymbols(rt.Image) {
+		if s.Func {
+			funcs = append(funcs, elf.Sym{Name: s.Name, Value: s.Value, Size: s.Size, Func: true})
+		}
+	}
+	rt.Image.AddSymbols(funcs)
+	return k, nil
 }
 
 // LinkSymbol returns the link-time value and size of the runtime's symbol

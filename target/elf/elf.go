@@ -17,6 +17,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"debug/elf"
 )
@@ -85,8 +86,9 @@ type Image struct {
 	fetch func(buildID string) (string, error)
 
 	symOnce sync.Once
-	syms    *symIndex
+	syms    atomic.Pointer[symIndex]
 	symErr  error
+	symMu   sync.Mutex // serializes AddSymbols
 
 	sepOnce sync.Once
 	sep     *Image

@@ -153,14 +153,14 @@ func exerciseImage(t *testing.T, dir string, data []byte) {
 
 	im.LoadSymbols()
 	names := []string{"main", "_start"}
-	if im.syms != nil {
+	if im.symbols() != nil {
 		var all []string
-		for n := range im.syms.byName {
+		for n := range im.symbols().byName {
 			all = append(all, n)
 		}
 		slices.Sort(all)
 		names = append(names, all[:min(len(all), 4)]...)
-		for i, s := range im.syms.syms {
+		for i, s := range im.symbols().syms {
 			if i >= 4 {
 				break
 			}

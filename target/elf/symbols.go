@@ -41,7 +41,7 @@ type symEntry struct {
 // and weak definitions win over local ones of the same name.
 func (im *Image) Symbol(name string) (Sym, bool) {
 	im.LoadSymbols()
-	e, ok := im.syms.byName[name]
+	e, ok := im.symbols().byName[name]
 	return e.Sym, ok
 }
 
@@ -50,11 +50,12 @@ func (im *Image) Symbol(name string) (Sym, bool) {
 // function symbol.
 func (im *Image) SymbolAt(addr uint64) (Sym, bool) {
 	im.LoadSymbols()
-	i, ok := findSpan(im.syms.funcs, addr)
+	idx := im.symbols()
+	i, ok := findSpan(idx.funcs, addr)
 	if !ok {
 		return Sym{}, false
 	}
-	return im.syms.syms[i], true
+	return idx.syms[i], true
 }
 
 // LoadSymbols builds the symbol index if it is not built yet and returns
@@ -63,7 +64,9 @@ func (im *Image) SymbolAt(addr uint64) (Sym, bool) {
 // index then holds what could be read.
 func (im *Image) LoadSymbols() error {
 	im.symOnce.Do(func() {
-		im.syms, im.symErr = im.indexSymbols()
+		idx, err := im.indexSymbols()
+		im.syms.Store(idx)
+		im.symErr = err
 	})
 	return im.symErr
 }
@@ -259,4 +262,39 @@ func findSpan(spans []span, addr uint64) (int, bool) {
 		return 0, false
 	}
 	return spans[i].id, true
+}
+
+// symbols returns the current symbol index (LoadSymbols has run).
+func (im *Image) symbols() *symIndex { return im.syms.Load() }
+
+// AddSymbols adds symbols that another source than the file knows (what
+// was recovered from its code) to the image's index, as if the file had
+// them as local symbols: Symbol, SymbolAt and FuncAt then find them. A
+// name the file already defines keeps the file's symbol. It is safe to
+// call while other goroutines look symbols up.
+func (im *Image) AddSymbols(add []Sym) {
+	im.LoadSymbols()
+	im.symMu.Lock()
+	defer im.symMu.Unlock()
+	old := im.symbols()
+	idx := &symIndex{byName: make(map[string]symEntry, len(old.byName)+len(add))}
+	for n, e := range old.byName {
+		idx.byName[n] = e
+	}
+	funcs := make([]symEntry, 0, len(old.syms)+len(add))
+	for _, f := range old.syms {
+		funcs = append(funcs, symEntry{Sym: f})
+	}
+	for _, a := range add {
+		if _, ok := idx.byName[a.Name]; ok {
+			continue
+		}
+		e := symEntry{Sym: a, local: true}
+		idx.byName[a.Name] = e
+		if a.Func {
+			funcs = append(funcs, e)
+		}
+	}
+	idx.syms, idx.funcs = im.funcSpans(funcs)
+	im.syms.Store(idx)
 }

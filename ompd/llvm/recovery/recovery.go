@@ -85,6 +85,7 @@ func Recover(im *elf.Image) (*Knowledge, error) {
 		return nil, fmt.Errorf("%s: the recovered layout failed its checks: %s", im.Path, strings.Join(r.k.Warnings, "; "))
 	}
 	r.globals()
+	r.functions()
 	return r.k, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -27,7 +28,7 @@ func (k *Knowledge) FileSymbols(im *elf.Image) []elf.FileSymbol {
 	for name, addr := range k.Symbols {
 		s := elf.FileSymbol{Name: name, Value: addr}
 		switch {
-		case name == "ompd_init" || name == "ompd_dll_locations_valid" || strings.HasPrefix(name, "ompd_bp_"):
+		case name == "ompd_init" || name == "ompd_dll_locations_valid" || strings.HasPrefix(name, "ompd_bp_") || slices.Contains(tracedFunctions, name):
 			s.Func = true
 			if fde := im.FDEForPC(addr); fde != nil && fde.Begin() == addr {
 				s.Size = fde.End() - fde.Begin()
