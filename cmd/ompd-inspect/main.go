@@ -28,6 +28,7 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/ompd/backend"
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/core"
+	"github.com/ompd-inspect/ompd-inspect/target/elf"
 	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
 )
 
@@ -43,6 +44,9 @@ type viewFlags struct {
 	group     bool
 	backend   string
 	library   string
+	// images says where the modules' debug files are looked for (set
+	// after the flags are checked).
+	images *elf.OpenOptions
 }
 
 func main() {
@@ -92,7 +96,9 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 	root.CompletionOptions.DisableDefaultCmd = true
 
 	var vf viewFlags
+	var debugDirs []string
 	addViewFlags := func(c *cobra.Command) {
+		addDebugDirFlag(c, &debugDirs)
 		c.Flags().BoolVar(&vf.json, "json", false, "print JSON (the schema is in docs/json-schema.md)")
 		c.Flags().IntVar(&vf.thread, "thread", 0, "icvs: only the ICVs of this OS thread id; bt: only this thread (OS thread id or gtid)")
 		c.Flags().BoolVar(&vf.allFrames, "all-frames", false, "bt: show the OpenMP runtime's and the system's frames too")
@@ -135,8 +141,12 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 					return errors.New("--trace takes no view and no view flags")
 				}
 				tf.json = vf.json
+				images := imageOptions(debugDirs, stderr)
+				tf.images = &images
 				return attachTrace(pid, tf, stderr, exitCode)
 			}
+			images := imageOptions(debugDirs, stderr)
+			vf.images = &images
 			// From before the first ptrace request until the output is
 			// written, SIGINT, SIGTERM and SIGHUP end ompd-inspect with
 			// one line and 128+signal, the target released.
@@ -181,6 +191,7 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 			if err := checkFlags(view, vf); err != nil {
 				return err
 			}
+			copts.Images = imageOptions(debugDirs, stderr)
 			c, err := core.Open(args[0], copts)
 			if err != nil {
 				return err
@@ -220,7 +231,11 @@ func viewArg(args []string) (string, error) {
 // attaching or attached ends ompd-inspect with one line, the target
 // released.
 func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) ([]*inspect.Report, error) {
-	p, err := ptrace.Attach(pid, ptrace.Options{Interrupt: sigs})
+	popts := ptrace.Options{Interrupt: sigs}
+	if vf.images != nil {
+		popts.Images = *vf.images
+	}
+	p, err := ptrace.Attach(pid, popts)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/internal/stacks"
 	"github.com/ompd-inspect/ompd-inspect/internal/trace"
 	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/elf"
 	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
 )
 
@@ -31,6 +32,8 @@ type traceFlags struct {
 	stopAt  string
 	then    string
 	output  string
+	// images says where the modules' debug files are looked for.
+	images *elf.OpenOptions
 }
 
 // addTraceFlags declares the trace flags on c; withJSON adds --json (attach
@@ -93,6 +96,7 @@ func (tf *traceFlags) options() (trace.Options, error) {
 // newRunCommand is `ompd-inspect run -- PROGRAM ARGS...`.
 func newRunCommand(stderr io.Writer, code *int) *cobra.Command {
 	var tf traceFlags
+	var debugDirs []string
 	c := &cobra.Command{
 		Use:   "run [flags] -- PROGRAM [ARGS...]",
 		Short: "Start a program and trace its OpenMP events",
@@ -120,7 +124,7 @@ func newRunCommand(stderr io.Writer, code *int) *cobra.Command {
 			}
 			stop := interruptOnSignals()
 			defer stop.release()
-			tc, err := ptrace.Launch(path, args, ptrace.LaunchOptions{Env: env})
+			tc, err := ptrace.Launch(path, args, ptrace.LaunchOptions{Env: env, Images: imageOptions(debugDirs, stderr)})
 			if err != nil {
 				return err
 			}
@@ -130,6 +134,7 @@ func newRunCommand(stderr io.Writer, code *int) *cobra.Command {
 		},
 	}
 	addTraceFlags(c, &tf, true)
+	addDebugDirFlag(c, &debugDirs)
 	c.Flags().SetInterspersed(false)
 	return c
 }
@@ -147,7 +152,11 @@ func attachTrace(pid int, tf traceFlags, stderr io.Writer, code *int) error {
 	defer closeOut()
 	stop := interruptOnSignals()
 	defer stop.release()
-	p, err := ptrace.Attach(pid, ptrace.Options{Interrupt: stop.early})
+	popts := ptrace.Options{Interrupt: stop.early}
+	if tf.images != nil {
+		popts.Images = *tf.images
+	}
+	p, err := ptrace.Attach(pid, popts)
 	if err != nil {
 		return err // an InterruptedError gives 128+signal
 	}

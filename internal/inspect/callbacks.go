@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm/recovery"
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
@@ -191,8 +192,18 @@ func (c *Callbacks) typeIndex() (typeLayouts, string, error) {
 		c.mu.Lock()
 		know := c.know
 		c.mu.Unlock()
-		if know != nil && know.Recovered != nil {
-			tt, terr := know.Recovered.TypeLayouts()
+		rec := (*recovery.Knowledge)(nil)
+		if know != nil {
+			rec = know.Recovered
+		}
+		if rec == nil && know != nil && know.SymbolsSource == SourceDebugFile {
+			// A debug file with symbols but no DWARF types (one that
+			// ompd-inspect debug-file wrote): the release's table still
+			// fits, once the code confirms the release.
+			rec, _ = recovery.Recover(c.runtime.Image)
+		}
+		if rec != nil {
+			tt, terr := rec.TypeLayouts()
 			if terr != nil {
 				c.tiErr = fmt.Errorf("%v; %w", err, terr)
 				return

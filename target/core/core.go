@@ -21,6 +21,8 @@ import (
 	"sort"
 
 	"github.com/ompd-inspect/ompd-inspect/target"
+
+	telf "github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
 // Limits on what the contents of a core may make Open allocate or loop
@@ -92,6 +94,9 @@ type Options struct {
 	// SearchPath lists directories in which a file that is not at its
 	// recorded path is looked for by base name.
 	SearchPath []string
+	// Images says where the separate debug files of the core's modules
+	// are looked for besides the default places.
+	Images telf.OpenOptions
 }
 
 // Mismatch is a module whose file on disk carries a build-id other than

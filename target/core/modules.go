@@ -191,7 +191,7 @@ func (c *Core) openModule(g *fileGroup, isExe bool, opts Options) *target.Module
 			problems = append(problems, cand.path+" is not an ELF file")
 			continue
 		}
-		im, err := telf.Open(cand.path)
+		im, err := telf.OpenWith(cand.path, opts.Images)
 		if err != nil {
 			problems = append(problems, err.Error())
 			continue

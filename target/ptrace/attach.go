@@ -65,6 +65,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 		pid:        pid,
 		wasStopped: wasStopped,
 		interrupt:  opts.Interrupt,
+		imageOpts:  opts.Images,
 		tstate:     make(map[int]*threadState),
 		gone:       make(map[int]bool),
 	}
@@ -119,7 +120,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 		p.warnf("process %d: cannot read the executable's path: %v", pid, err)
 		exe = ""
 	}
-	mods, warns, err := loadModules(pid, live, exe, realFiles{})
+	mods, warns, err := loadModules(pid, live, exe, realFiles{opts.Images})
 	p.warnings = append(p.warnings, warns...)
 	if err != nil {
 		if cerr := p.Close(); cerr != nil {

@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
 // launchStops bounds the stops Launch goes through before the new process
@@ -22,6 +24,9 @@ type LaunchOptions struct {
 	// Files are its standard input, output and error; nil entries mean
 	// ompd-inspect's own.
 	Files [3]*os.File
+	// Images says where the separate debug files of the program's
+	// modules are looked for besides the default places.
+	Images elf.OpenOptions
 }
 
 // Launch starts the program at path with arguments argv (argv[0]
@@ -45,6 +50,7 @@ func Launch(path string, argv []string, opts LaunchOptions) (*Tracee, error) {
 		return nil, err
 	}
 	t := newTracee(pid, pid, tr)
+	t.imageOpts = opts.Images
 	t.launched = true
 	t.threads[pid] = &tthread{tid: pid, stopped: true}
 	return t, nil

@@ -236,8 +236,8 @@ func buildModules(groups []*fileGroup, tid int, files fileOps) ([]moduleInfo, []
 }
 
 // realFiles is fileOps on the real file system, opening images with the
-// elf package.
-type realFiles struct{}
+// elf package, their debug files looked for where opts says.
+type realFiles struct{ opts elf.OpenOptions }
 
 func (realFiles) regular(path string) (bool, error) {
 	fi, err := os.Stat(path)
@@ -247,8 +247,8 @@ func (realFiles) regular(path string) (bool, error) {
 	return fi.Mode().IsRegular(), nil
 }
 
-func (realFiles) open(path string) (image, error) {
-	img, err := elf.Open(path)
+func (r realFiles) open(path string) (image, error) {
+	img, err := elf.OpenWith(path, r.opts)
 	if err != nil {
 		return nil, err
 	}

@@ -26,10 +26,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ompd-inspect/ompd-inspect/target"
+
+	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
 // Options tunes Attach. The zero value is ready to use.
 type Options struct {
+	// Images says where the separate debug files of the process's
+	// modules are looked for besides the default places.
+	Images elf.OpenOptions
 	// StopTries bounds how many times Attach polls a thread for its stop
 	// before giving up on the process (a thread in uninterruptible sleep
 	// does not stop until it wakes). Zero means DefaultStopTries.
@@ -70,6 +75,8 @@ const maxAttachRounds = 1000
 // Process is a live process stopped under ptrace. It implements
 // target.Target. Its methods may be called from any goroutine.
 type Process struct {
+	// imageOpts says where the modules' debug files are looked for.
+	imageOpts  elf.OpenOptions
 	pid        int
 	wasStopped bool
 	tr         *tracer

@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ompd-inspect/ompd-inspect/target"
+
+	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
 // traceOptions are the ptrace options of a Tracee's threads: new threads,
@@ -79,10 +81,12 @@ type Event struct {
 // snapshot is wanted. Its methods may be called from any goroutine, one at
 // a time.
 type Tracee struct {
-	pid      int
-	memTID   int // a live thread, whose /proc entries give the memory
-	launched bool
-	tr       *tracer
+	// imageOpts says where the modules' debug files are looked for.
+	imageOpts elf.OpenOptions
+	pid       int
+	memTID    int // a live thread, whose /proc entries give the memory
+	launched  bool
+	tr        *tracer
 
 	// Owned by the tracing thread.
 	threads map[int]*tthread
@@ -148,6 +152,7 @@ func (p *Process) Trace() (*Tracee, error) {
 	// Memory is reached through a live thread: a main thread that has
 	// exited (pthread_exit) no longer has any.
 	t := newTracee(p.pid, p.threads[0].TID, p.tr)
+	t.imageOpts = p.imageOpts
 	var err error
 	p.tr.do(func() {
 		for tid, st := range p.tstate {
@@ -277,7 +282,7 @@ func (t *Tracee) Modules() ([]*target.Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process %d: reading the executable's path: %w", t.pid, err)
 	}
-	mods, warns, err := loadModules(t.pid, t.pid, exe, realFiles{})
+	mods, warns, err := loadModules(t.pid, t.pid, exe, realFiles{t.imageOpts})
 	if err != nil {
 		return nil, err
 	}
