@@ -1,8 +1,9 @@
 /*
  * tasks.c: explicit tasks in every interesting condition.
  *
- * A parallel region of 3 threads (LINE:parallel). The thread that wins the
- * single nowait construct (LINE:single), "the producer", creates these
+ * A parallel region of 3 threads (LINE:parallel). Thread 0, in a masked
+ * construct (LINE:single; masked rather than single, so that which thread
+ * produces is never the scheduler's choice), "the producer", creates these
  * tasks, all children of its implicit task unless said otherwise, in this
  * order:
  *
@@ -27,7 +28,7 @@
  *
  * Nine tasks in all. A queued task that starts anyway fails the program.
  *
- * The two other threads skip the single construct, wait in
+ * The two other threads skip the masked construct, wait in
  * wait_for_tasks() until the producer has created dep_out, and then wait
  * in the explicit barrier at LINE:barrier, which the producer never
  * reaches; there each of them takes one task that never ends. (They enter
@@ -42,7 +43,7 @@
  * thread is at a task scheduling point any more, so they stay queued.
  *
  * Final state, thread by thread:
- *   producer        in its implicit task, inside the single construct,
+ *   producer        in its implicit task, inside the masked construct,
  *                   spinning in producer_wait() at LINE:producer_spin; prints
  *                   READY (and aborts in abort mode, LINE:abort).
  *   dep_out thread  executing dep_out, in dep_out_wait() at
@@ -208,7 +209,7 @@ int main(int argc, char **argv) {
     if (omp_get_num_threads() != NTHREADS)
       fx_fail("team of %d threads, want %d", omp_get_num_threads(), NTHREADS);
     atomic_store(&line_single, __LINE__ + 1);
-#pragma omp single nowait /* LINE:single */
+#pragma omp masked /* LINE:single */
     produce();
     wait_for_tasks();
     atomic_store(&line_barrier, __LINE__ + 1);

@@ -32,18 +32,20 @@ type Runtime struct {
 	OpenMPVersion    int      `json:"openmp_version"`
 	OMPDDLLLocations []string `json:"ompd_dll_locations"`
 	// LayoutSource and SymbolsSource say where the OMPD layout values and
-	// the runtime's symbols come from: "runtime-symbols" (its own symbol
-	// table), "debug-file" (a separate debug file, DebugFile) or
-	// "recovered-from-code" (read from a stripped runtime's code).
+	// the runtime's symbols come from: its own layout symbols
+	// ("ompd-symbols") and symbol table ("runtime-symbols"), a separate
+	// debug file ("debug-file", DebugFile), or its code
+	// ("recovered-from-code").
 	LayoutSource  string `json:"layout_source"`
 	SymbolsSource string `json:"symbols_source"`
 	DebugFile     string `json:"debug_file,omitempty"`
 	// Release names the runtime's build when ompd-inspect knows it by its
 	// build-id (a distribution's package), else "".
 	Release string `json:"release,omitempty"`
-	// TypeInfo is "dwarf" when the runtime's debug information supplied
-	// the layouts OMPD does not cover (construct locations, task deques),
-	// else empty.
+	// TypeInfo says where the layouts OMPD does not cover (construct
+	// locations, task deques) come from: "dwarf" (the runtime's debug
+	// information), "release-table" (the table of a known stripped
+	// release), or empty.
 	TypeInfo      string `json:"type_info"`
 	StateTracking bool   `json:"state_tracking"`
 	// NeedsStateTracking names the report fields left empty because the
