@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,9 +49,45 @@ func TestBadInput(t *testing.T) {
 	wantError(t, "ompd-inspect: opening core: open "+filepath.Join(dir, "missing")+": no such file or directory", "core", filepath.Join(dir, "missing"))
 }
 
+// TestNotOpenMP: a program without OpenMP still gets its threads and
+// their stacks, with one warning that says why there is nothing else.
 func TestNotOpenMP(t *testing.T) {
 	p := fixture.Start(t, "plain", fixture.StartOptions{})
-	wantError(t, "ompd-inspect: not an OpenMP program: no OpenMP runtime (libomp, libiomp5) is loaded", "attach", strconv.Itoa(p.PID))
+	out, errs, code := cli("attach", strconv.Itoa(p.PID), "bt", "--json")
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	var r inspect.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	want := "no OpenMP state: not an OpenMP program: no OpenMP runtime (libomp, libiomp5) is loaded; the threads and their stacks are shown without it"
+	if !slices.Equal(r.Warnings, []string{want}) {
+		t.Errorf("warnings %q; want [%q]", r.Warnings, want)
+	}
+	tids := p.ThreadIDs(t)
+	if len(r.Backtraces) != len(tids) {
+		t.Fatalf("%d backtraces for the %d threads %v", len(r.Backtraces), len(tids), tids)
+	}
+	for _, bt := range r.Backtraces {
+		var user []string
+		for _, f := range bt.Frames {
+			if f.Kind == inspect.KindUser {
+				user = append(user, f.Function)
+			}
+		}
+		want := []string{"plain_worker"}
+		if bt.OSTID == p.PID {
+			want = []string{"main"}
+		}
+		if bt.OpenMP || !bt.Complete || !slices.Equal(user, want) {
+			t.Errorf("thread %d: openmp %v, complete %v, user frames %q; want %q", bt.OSTID, bt.OpenMP, bt.Complete, user, want)
+		}
+	}
+	text, _, _ := cli("attach", strconv.Itoa(p.PID))
+	if !strings.Contains(text, "\nruntime   none: no OpenMP state (see warnings)\n") || !strings.Contains(text, "counts    3 threads (0 OpenMP), 0 parallel regions") {
+		t.Errorf("summary:\n%s", text)
+	}
 	assertRunning(t, p)
 }
 
@@ -61,8 +98,8 @@ func TestStrippedRuntime(t *testing.T) {
 	r := reportOf(t, "attach", strconv.Itoa(p.PID), "regions")
 	rt := r.Runtime
 	if rt.Library != "/usr/lib/llvm-19/lib/libomp.so.5" || rt.LayoutSource != "recovered-from-code" || rt.SymbolsSource != "recovered-from-code" ||
-		rt.Release != "Debian libomp5-19 1:19.1.7-3~deb12u1" || rt.TypeInfo != "" {
-		t.Errorf("runtime %+v; want Debian's 19, everything recovered from its code", rt)
+		rt.Release != "Debian libomp5-19 1:19.1.7-3~deb12u1" || rt.TypeInfo != "release-table" {
+		t.Errorf("runtime %+v; want Debian's 19, everything recovered from its code, types from its release's table", rt)
 	}
 	sizes := map[int]int{}
 	for _, reg := range r.Regions {

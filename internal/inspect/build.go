@@ -38,23 +38,30 @@ type Options struct {
 }
 
 // Build inspects a stopped target and returns its report.
+//
+// A target whose OpenMP state cannot be read at all (no OpenMP runtime, a
+// runtime whose layout cannot be known or trusted) still gets a report:
+// its threads (none of them OpenMP threads) and, for the views that show
+// stacks, their backtraces, with a warning that says what is missing and
+// why. Only a backend the caller asked for that cannot be used is an
+// error.
 func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	rt, err := FindRuntime(t)
 	if err != nil {
-		return nil, err
+		return degraded(t, src, nil, err), nil
 	}
 	know, err := KnowledgeOf(rt)
 	if err != nil {
-		return nil, err
+		return degraded(t, src, rt, err), nil
 	}
 	cb := NewCallbacks(t, rt)
 	cb.UseKnowledge(know)
 	if err := know.CheckMemory(t, rt); err != nil {
-		return nil, err
+		return degraded(t, src, rt, err), nil
 	}
 	nat, err := llvm.ProcessInitialize(cb, rt.Name)
 	if err != nil {
-		return nil, fmt.Errorf("initializing OMPD on %s: %w", rt.Name, err)
+		return degraded(t, src, rt, fmt.Errorf("initializing OMPD on %s: %w", rt.Name, err)), nil
 	}
 	b := &builder{t: t, cb: cb, nat: nat, rt: rt, know: know, unavailable: map[string]bool{}}
 	b.dllLocs, b.dllLocsErr = nat.DLLLocations()
@@ -89,6 +96,26 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	sort.Strings(b.r.Runtime.Unavailable)
 	b.r.normalize()
 	return &b.r, nil
+}
+
+// degraded is the report of a target whose OpenMP state cannot be read:
+// its threads, and a warning that says why there is nothing else.
+func degraded(t target.Target, src Source, rt *target.Module, why error) *Report {
+	r := Report{Target: TargetInfo{Kind: src.Kind, PID: t.PID(), Core: src.Core}}
+	if mods := t.Modules(); len(mods) > 0 {
+		r.Target.Executable = mods[0].Name
+	}
+	if rt != nil {
+		r.Runtime.Library = rt.Name
+	}
+	r.Runtime.Backend = backend.NameNative
+	r.Warnings = append(r.Warnings, t.Warnings()...)
+	r.Warnings = append(r.Warnings, fmt.Sprintf("no OpenMP state: %v; the threads and their stacks are shown without it", why))
+	for _, nt := range t.Threads() {
+		r.Threads = append(r.Threads, Thread{OSTID: nt.TID, TaskStack: []string{}})
+	}
+	r.normalize()
+	return &r
 }
 
 // openDLL loads the runtime's own OMPD library: path, or the first of the

@@ -23,15 +23,38 @@ func header(w io.Writer, r *inspect.Report) {
 	}
 	fmt.Fprintf(w, "%s  %s\n", what, t.Executable)
 	rt := r.Runtime
+	switch {
+	case rt.Library == "":
+		fmt.Fprintf(w, "runtime   none: no OpenMP state (see warnings)\n")
+		return
+	case rt.Version == "":
+		fmt.Fprintf(w, "runtime   %s  (its OpenMP state cannot be read: see warnings)\n", rt.Library)
+		return
+	}
 	tracking := "on"
 	if !rt.StateTracking {
 		tracking = "off (start with OMP_DEBUG=enabled for states, wait ids and task frames)"
 	}
 	fmt.Fprintf(w, "runtime   %s  (%s)\n", rt.Library, rt.Version)
+	switch rt.SymbolsSource {
+	case inspect.SourceRecovered:
+		fmt.Fprintf(w, "symbols   recovered from the runtime's code%s\n", release(rt))
+	case inspect.SourceDebugFile:
+		fmt.Fprintf(w, "symbols   %s%s\n", rt.DebugFile, release(rt))
+	}
 	if l := rt.OMPDLibrary; l != nil {
 		fmt.Fprintf(w, "ompd      %s  (%s)\n", l.Path, orDash(l.Version))
 	}
 	fmt.Fprintf(w, "tracking  %s\n", tracking)
+}
+
+// release names the runtime's known build, after two spaces, in
+// parentheses.
+func release(rt inspect.Runtime) string {
+	if rt.Release == "" {
+		return ""
+	}
+	return "  (" + rt.Release + ")"
 }
 
 func countOpenMP(r *inspect.Report) int {

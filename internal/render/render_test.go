@@ -318,3 +318,36 @@ OMP_DEBUG        enabled
 ` + coreFooter},
 	})
 }
+
+// TestHeaderKnowledge: the header says where a stripped runtime's
+// symbols come from, and a report without OpenMP state says there is
+// none instead of describing a runtime.
+func TestHeaderKnowledge(t *testing.T) {
+	rec := nativeReport()
+	rec.Runtime.SymbolsSource, rec.Runtime.LayoutSource = inspect.SourceRecovered, inspect.SourceRecovered
+	rec.Runtime.Release = "Debian libomp5-19 1:19.1.7-3~deb12u1"
+	dbg := nativeReport()
+	dbg.Runtime.SymbolsSource, dbg.Runtime.DebugFile = inspect.SourceDebugFile, "/d/.build-id/88/dd4c.debug"
+	gone := nativeReport()
+	gone.Runtime = inspect.Runtime{Library: "/opt/llvm/lib/libomp.so", Backend: "native"}
+	none := noOpenMPReport()
+	none.Runtime = inspect.Runtime{Backend: "native"}
+	for _, c := range []struct {
+		name string
+		r    *inspect.Report
+		want string
+	}{
+		{"recovered", rec, "runtime   /opt/llvm/lib/libomp.so  (LLVM OpenMP runtime, OpenMP 5.1)\nsymbols   recovered from the runtime's code  (Debian libomp5-19 1:19.1.7-3~deb12u1)\ntracking  on\n"},
+		{"debug file", dbg, "runtime   /opt/llvm/lib/libomp.so  (LLVM OpenMP runtime, OpenMP 5.1)\nsymbols   /d/.build-id/88/dd4c.debug\ntracking  on\n"},
+		{"unreadable", gone, "runtime   /opt/llvm/lib/libomp.so  (its OpenMP state cannot be read: see warnings)\n"},
+		{"no runtime", none, "runtime   none: no OpenMP state (see warnings)\n"},
+	} {
+		var b bytes.Buffer
+		header(&b, c.r)
+		got := b.String()
+		if i := bytes.IndexByte(b.Bytes(), '\n'); i >= 0 {
+			got = got[i+1:] // after the target line
+		}
+		wantText(t, c.name, got, c.want)
+	}
+}
