@@ -60,16 +60,32 @@ fi
 
 # Debian's stock libomp packages conflict with each other: each is
 # extracted into its own directory of the cache instead of installed
-# ($cache/stock/libomp5-NN/usr/lib/llvm-NN/lib/libomp.so.5).
+# ($cache/stock/libomp5-NN/usr/lib/llvm-NN/lib/libomp.so.5), with the OMPD
+# library of the same release (libomp-NN-dev; 13 ships none) beside it,
+# where the runtime's ompd_dll_locations points.
+fetch_deb() { # fetch_deb PACKAGE DIR: downloads PACKAGE's .deb into DIR
+  (cd "$2" && apt-get download "$1" >/dev/null 2>&1) || { apt-get update -qq && (cd "$2" && apt-get download "$1" >/dev/null); }
+}
 for v in 13 14 15 16 19; do
   dir=$cache/stock/libomp5-$v
-  [ -f "$dir/usr/lib/llvm-$v/lib/libomp.so.5" ] && continue
-  log "extracting Debian's libomp5-$v into $dir"
-  tmp=$(mktemp -d)
-  (cd "$tmp" && apt-get download "libomp5-$v" >/dev/null 2>&1) || { apt-get update -qq && (cd "$tmp" && apt-get download "libomp5-$v" >/dev/null); }
-  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
-  dpkg-deb -x "$tmp"/libomp5-"$v"_*.deb "$dir.tmp"
-  rm -rf "$tmp" "$dir" && mv "$dir.tmp" "$dir"
+  libdir=$dir/usr/lib/llvm-$v/lib
+  if [ ! -f "$libdir/libomp.so.5" ]; then
+    log "extracting Debian's libomp5-$v into $dir"
+    tmp=$(mktemp -d)
+    fetch_deb "libomp5-$v" "$tmp"
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    dpkg-deb -x "$tmp"/libomp5-"$v"_*.deb "$dir.tmp"
+    rm -rf "$tmp" "$dir" && mv "$dir.tmp" "$dir"
+  fi
+  if [ "$v" != 13 ] && [ ! -f "$libdir/libompd.so" ]; then
+    log "extracting libompd.so of Debian's libomp-$v-dev into $libdir"
+    tmp=$(mktemp -d)
+    fetch_deb "libomp-$v-dev" "$tmp"
+    dpkg-deb -x "$tmp"/libomp-"$v"-dev_*.deb "$tmp/root"
+    cp "$tmp/root/usr/lib/llvm-$v/lib/libompd.so" "$libdir/libompd.so.tmp"
+    mv "$libdir/libompd.so.tmp" "$libdir/libompd.so"
+    rm -rf "$tmp"
+  fi
 done
 
 if [ -f "$stamp" ] && [ -f "$build/runtime/src/libomp.so" ] && [ -f "$build/libompd/src/libompd.so" ]; then

@@ -46,20 +46,31 @@ var dllUnavailable = []string{
 // summary every field but the backtraces.
 func compareBackends(t *testing.T, target []string, view string) comparison {
 	t.Helper()
-	args := append(append([]string{}, target...), view, "--backend", "both", "--ompd-library", fixture.LibompdPath(), "--json")
+	return compareBackendsWith(t, target, view, fixture.LibompdPath(), fixture.LibompdPath())
+}
+
+// compareBackendsWith is compareBackends with the library given by
+// --ompd-library (lib; "" lets the runtime name it) and the one that must
+// be loaded (want).
+func compareBackendsWith(t *testing.T, target []string, view, lib, want string) comparison {
+	t.Helper()
+	args := append(append([]string{}, target...), view, "--backend", "both", "--json")
+	if lib != "" {
+		args = append(args, "--ompd-library", lib)
+	}
 	out, errs, code := cli(args...)
 	var c comparison
 	if err := json.Unmarshal([]byte(out), &c); err != nil {
 		t.Fatalf("ompd-inspect %s: exit %d, bad JSON: %v\n%s%s", strings.Join(args, " "), code, err, out, errs)
 	}
-	want := 0
+	wantCode := 0
 	if compare.Unexpected(c.Differences) > 0 {
-		want = 1
+		wantCode = 1
 	}
-	if code != want {
-		t.Errorf("exit code %d with %d unexpected differences; want %d: %s", code, compare.Unexpected(c.Differences), want, errs)
+	if code != wantCode {
+		t.Errorf("exit code %d with %d unexpected differences; want %d: %s", code, compare.Unexpected(c.Differences), wantCode, errs)
 	}
-	if c.Native.Backend != "native" || c.DLL.Backend != "dll" || c.DLL.OMPDLibrary == nil || c.DLL.OMPDLibrary.Path != fixture.LibompdPath() {
+	if c.Native.Backend != "native" || c.DLL.Backend != "dll" || c.DLL.OMPDLibrary == nil || c.DLL.OMPDLibrary.Path != want {
 		t.Fatalf("backends: native %q, dll %q with %+v", c.Native.Backend, c.DLL.Backend, c.DLL.OMPDLibrary)
 	}
 	if !strings.HasPrefix(c.DLL.OMPDLibrary.Version, "LLVM OpenMP") {
@@ -109,6 +120,35 @@ func TestBackendsAgree(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestBackendsAgreeStock: on Debian's stripped libomp 14, 15, 16 and 19
+// (13 ships no libompd), Debian's own OMPD library of the same release,
+// found beside the runtime where its ompd_dll_locations points, serves its
+// symbol look-ups from what ompd-inspect recovered, and gives the same
+// value as the native backend for every field both fill, live and from a
+// gcore core, with state tracking.
+func TestBackendsAgreeStock(t *testing.T) {
+	if !dll.BuiltIn {
+		t.Fatal("the dll backend is not built in: the differential tests need cgo")
+	}
+	for _, v := range []int{14, 15, 16, 19} {
+		lib := fixture.StockLibomp(v)
+		for _, name := range []string{"nested", "tasks", "lock"} {
+			for _, src := range []source{live, gcore} {
+				t.Run(fmt.Sprintf("%d/%s/%s", v, name, src), func(t *testing.T) {
+					target, _ := targetArgsWith(t, name, src, fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}, Stripped: true, Runtime: lib})
+					c := compareBackendsWith(t, target, "bt", "", filepath.Join(filepath.Dir(lib), "libompd.so"))
+					if c.Compared < 500 {
+						t.Errorf("only %d fields compared", c.Compared)
+					}
+					for _, d := range c.Differences {
+						t.Errorf("%s", d.Format())
+					}
+				})
+			}
+		}
 	}
 }
 
