@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm/recovery"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
@@ -116,5 +119,62 @@ func TestCoreCorpus(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLayoutMemoryDiffers: a core whose runtime's layout block differs
+// from the values in the runtime's code (here one value rewritten in the
+// core) is reported without OpenMP state, with one warning that names the
+// value; the threads and their stacks are still there.
+func TestLayoutMemoryDiffers(t *testing.T) {
+	dir := filepath.Join(fixture.RepoRoot(t), "testdata", "cores")
+	lib := fixture.StockLibomp(19)
+	im, err := elf.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	k, err := recovery.Recover(im)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The block as ompd_init wrote it: the values in address order.
+	type slot struct {
+		name string
+		addr uint64
+	}
+	var slots []slot
+	for n := range k.Layout {
+		slots = append(slots, slot{n, k.Symbols[n]})
+	}
+	slices.SortFunc(slots, func(a, b slot) int { return int(a.addr) - int(b.addr) })
+	block := make([]byte, 8*len(slots))
+	for i, s := range slots {
+		binary.LittleEndian.PutUint64(block[8*i:], k.Layout[s.name])
+	}
+	out, err := exec.Command("xz", "-dc", filepath.Join(dir, "barrier-19-kernel.core.xz")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(out, block)
+	if at < 0 || bytes.Index(out[at+1:], block) >= 0 {
+		t.Fatalf("the layout block is in the core %d times; want once", bytes.Count(out, block))
+	}
+	// Rewrite th_team's offset (the second slot).
+	binary.LittleEndian.PutUint64(out[at+8:], 0x48)
+	core := filepath.Join(t.TempDir(), "core")
+	if err := os.WriteFile(core, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := reportOf(t, "core", core, "bt", "--exe", filepath.Join(dir, "barrier-stock"), "--search-path", filepath.Dir(lib))
+	want := "no OpenMP state: the OMPD layout in the memory of " + lib + " differs from the values in its code (" +
+		slots[1].name + " is 0x48 in memory, 0x40 in ompd_init's code): its layout is not used; the threads and their stacks are shown without it"
+	if !slices.Contains(r.Warnings, want) || len(r.Backtraces) != 4 {
+		t.Errorf("warnings %q, %d backtraces; want %q and the 4 threads' stacks", r.Warnings, len(r.Backtraces), want)
+	}
+	for _, b := range r.Backtraces {
+		if b.OpenMP {
+			t.Errorf("thread %d is called an OpenMP thread without OpenMP state", b.OSTID)
+		}
 	}
 }
