@@ -1,13 +1,20 @@
 package unwind
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
-	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
 )
 
 // buildC compiles testdata/NAME.c with gcc and flags into a temporary
@@ -112,41 +119,101 @@ func TestSignalFrame(t *testing.T) {
 	})
 }
 
-// vdsoTries bounds how often TestVDSO stops its program to find it inside
-// the vDSO.
-const vdsoTries = 200
+// maxVDSOSteps bounds the instructions TestVDSO single-steps its program
+// to reach the vDSO (one turn of its loop takes a few dozen).
+const maxVDSOSteps = 100000
 
-// TestVDSO stops testdata/vdso.c until its thread is inside the vDSO
+// TestVDSO stops testdata/vdso.c with its thread inside the vDSO
 // (clock_gettime), which is mapped without a file and so is no module:
 // the walk must read the vDSO's ELF image and CFI from memory, and match
-// gdb.
+// gdb. The thread is single-stepped into the vDSO, so the test never
+// depends on where a stop happens to land.
 func TestVDSO(t *testing.T) {
 	exe := buildC(t, "vdso", "-O0", "-g")
 	p := fixture.Start(t, "vdso", fixture.StartOptions{Exe: exe})
-	for try := 0; try < vdsoTries; try++ {
-		// Look while the process is held stopped; when the thread is
-		// in the vDSO, keep it stopped for liveVsGDB.
-		jobStop(t, p)
-		tg, err := ptrace.Attach(p.PID, ptrace.Options{})
-		if err != nil {
-			t.Fatalf("Attach: %v", err)
+	jobStop(t, p)
+	stepIntoVDSO(t, p.PID)
+	stacks := liveVsGDB(t, p)
+	s := stacks[p.PID]
+	if s.frames[0].Module != nil || s.frames[0].mem == nil {
+		t.Fatalf("innermost frame is not in the vDSO read from memory:\n%s", s)
+	}
+	wantRun(t, "vdso", s, []string{"poll_clock", "main"}, []Method{MethodCFI, MethodCFI})
+}
+
+// stepIntoVDSO single-steps the job-stopped, single-threaded process pid
+// until its pc is inside the vDSO, and leaves it stopped there (detached
+// with SIGSTOP: a group stop, as jobStop left it).
+func stepIntoVDSO(t *testing.T, pid int) {
+	t.Helper()
+	lo, hi := vdsoRange(t, pid)
+	errc := make(chan error, 1)
+	go func() {
+		// Every ptrace request must come from the tracing thread; the
+		// locked thread ends with the goroutine.
+		runtime.LockOSThread()
+		errc <- func() error {
+			if err := unix.PtraceAttach(pid); err != nil {
+				return fmt.Errorf("PTRACE_ATTACH: %w", err)
+			}
+			var ws unix.WaitStatus
+			if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
+				return fmt.Errorf("waiting for the attach stop: %v (status %v)", err, ws)
+			}
+			var regs unix.PtraceRegs
+			for step := 0; ; step++ {
+				if err := unix.PtraceGetRegs(pid, &regs); err != nil {
+					return fmt.Errorf("PTRACE_GETREGS: %w", err)
+				}
+				if regs.Rip >= lo && regs.Rip < hi {
+					break
+				}
+				if step == maxVDSOSteps {
+					return fmt.Errorf("not in the vDSO [%#x, %#x) after %d instructions (pc %#x)", lo, hi, step, regs.Rip)
+				}
+				if err := unix.PtraceSingleStep(pid); err != nil {
+					return fmt.Errorf("PTRACE_SINGLESTEP: %w", err)
+				}
+				if _, err := unix.Wait4(pid, &ws, unix.WALL, nil); err != nil || !ws.Stopped() {
+					return fmt.Errorf("waiting for a step: %v (status %v)", err, ws)
+				}
+			}
+			if _, _, e := unix.RawSyscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(pid), 0, uintptr(unix.SIGSTOP), 0, 0); e != 0 {
+				return fmt.Errorf("PTRACE_DETACH: %w", e)
+			}
+			return nil
+		}()
+	}()
+	if err := <-errc; err != nil {
+		t.Fatalf("stepping process %d into the vDSO: %v", pid, err)
+	}
+	// The detach's SIGSTOP: wait until the thread is in its group stop.
+	for range stopPollTries {
+		if st, err := taskState(pid, pid); err == nil && st == 'T' {
+			return
 		}
-		frames, _ := New(tg).Unwind(tg.Threads()[0])
-		found := frames[0].Module == nil && frames[0].mem != nil
-		if err := tg.Close(); err != nil {
-			t.Fatalf("Close: %v", err)
-		}
-		if !found {
-			continueProcess(t, p)
+		time.Sleep(stopPollInterval)
+	}
+	t.Fatalf("process %d did not stop in the vDSO", pid)
+}
+
+// vdsoRange returns the address range of the process's [vdso] mapping.
+func vdsoRange(t *testing.T, pid int) (lo, hi uint64) {
+	t.Helper()
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(maps), "\n") {
+		if !strings.HasSuffix(line, "[vdso]") {
 			continue
 		}
-		stacks := liveVsGDB(t, p)
-		s := stacks[p.PID]
-		if s.frames[0].Module != nil {
-			t.Fatalf("innermost frame is in %s, want the vDSO:\n%s", s.frames[0].Module.Name, s)
-		}
-		wantRun(t, "vdso", s, []string{"poll_clock", "main"}, []Method{MethodCFI, MethodCFI})
-		return
+		r, _, _ := strings.Cut(line, " ")
+		a, b, _ := strings.Cut(r, "-")
+		lo, _ = strconv.ParseUint(a, 16, 64)
+		hi, _ = strconv.ParseUint(b, 16, 64)
+		return lo, hi
 	}
-	t.Skipf("the thread was never stopped inside the vDSO in %d tries", vdsoTries)
+	t.Fatalf("process %d has no [vdso] mapping", pid)
+	return 0, 0
 }
