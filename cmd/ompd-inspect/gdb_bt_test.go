@@ -32,20 +32,22 @@ import (
 // job-control stop while first ompd-inspect and then gdb look at it) and
 // from a gcore core.
 //
-// ompd-inspect's physical frames are its frames that are not inlined into
-// the next one. gdb prints two kinds of frames that are no physical frame:
-// a function inlined into another (an inline frame, with the pc of the frame
-// it is inlined into), and a tail call it rebuilds from DWARF call-site
-// information (DW_TAG_call_site with DW_AT_call_tail_call): the function
-// that jumped to the next one, shown at the address right after its jump,
-// which no stack slot holds. glibc's futex wait under pthread_cond_wait is
-// one (__futex_abstimed_wait_cancelable64 jumps to
-// __futex_abstimed_wait_common). The text of `bt` does not tell these apart
-// from physical frames, so the same gdb run lists every frame's type through
-// its Python API; each frame `bt` prints with an address must have that pc
-// there and belong (itself, or as inlined into it) to a physical frame or to
-// a tail call frame, and each tail call frame must follow a jump
-// instruction.
+// ompd-inspect's frames with a pc of their own are its frames that are not
+// inlined into the next one: physical frames and tail call frames. gdb
+// prints two kinds of frames that are no physical frame: a function inlined
+// into another (an inline frame, with the pc of the frame it is inlined
+// into), and a tail call it rebuilds from DWARF call-site information
+// (DW_TAG_call_site with DW_AT_call_tail_call): the function that jumped to
+// the next one, shown at the address right after its jump, which no stack
+// slot holds. glibc's futex wait under pthread_cond_wait is one
+// (__futex_abstimed_wait_cancelable64 jumps to
+// __futex_abstimed_wait_common). ompd-inspect rebuilds tail call frames
+// too (json tail_call), so both must show the same ones. The text of `bt`
+// does not tell these apart from physical frames, so the same gdb run lists
+// every frame's type through its Python API; each frame `bt` prints with an
+// address must have that pc there and belong (itself, or as inlined into it)
+// to a physical frame or to a tail call frame, and each tail call frame must
+// follow a jump instruction.
 
 // gdbBTFixtures are the fixture programs whose every thread is compared:
 // all that load the OpenMP runtime and hold a state after READY (plain.c
@@ -75,13 +77,15 @@ const gdbSigtramp = "<signal handler called>"
 const gdbBTTimeout = 5 * time.Minute
 
 // TestBacktracesMatchGDB compares, for every thread of every fixture in
-// gdbBTFixtures, live and from a gcore core, the pcs of ompd-inspect's
-// physical frames with those of gdb's (see the comment above): the same
-// pcs in the same order, exactly. It checks that the threads listed in
+// gdbBTFixtures, live and from a gcore core, ompd-inspect's physical and
+// tail call frames with gdb's (see the comment above): the same pcs in the
+// same order, exactly, a tail call frame where gdb has one and nowhere
+// else, named as gdb names it. It checks that the threads listed in
 // gdbBTWaits were among them, that the vdso thread of waits.c has a frame
 // at the pc its signal interrupted inside the vDSO, right after the
 // trampoline, and that gdb shows a tail call frame on waits.c's barrier
-// waiter (asleep in pthread_cond_wait), which ompd-inspect must not.
+// waiter (asleep in pthread_cond_wait), so that tail call frames are
+// compared.
 func TestBacktracesMatchGDB(t *testing.T) {
 	script := writeGDBFramesScript(t)
 	for _, name := range gdbBTFixtures {
@@ -190,11 +194,19 @@ func threadStatus(t *testing.T, pid, tid int) (state, tracer string) {
 	return state, tracer
 }
 
+// ourFrame is a frame of ompd-inspect's backtrace with a pc of its own: a
+// physical frame or a tail call frame.
+type ourFrame struct {
+	pc       uint64
+	function string
+	tail     bool
+}
+
 // cliPhysicalFrames runs `ompd-inspect TARGET... bt --all-frames
-// --no-continue --json` and returns, by thread, the pcs of its physical
-// frames (those with a pc that are not inlined into the next), innermost
+// --no-continue --json` and returns, by thread, its frames with a pc that
+// are not inlined into the next (physical and tail call frames), innermost
 // first.
-func cliPhysicalFrames(t *testing.T, target ...string) map[int][]uint64 {
+func cliPhysicalFrames(t *testing.T, target ...string) map[int][]ourFrame {
 	t.Helper()
 	args := append(append([]string{}, target...), "bt", "--all-frames", "--no-continue", "--json")
 	out, errs, code := cli(args...)
@@ -207,12 +219,12 @@ func cliPhysicalFrames(t *testing.T, target ...string) map[int][]uint64 {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("ompd-inspect %s: bad JSON: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	frames := map[int][]uint64{}
+	frames := map[int][]ourFrame{}
 	for _, bt := range r.Backtraces {
 		if _, dup := frames[bt.OSTID]; dup {
 			t.Fatalf("ompd-inspect %s: thread %d has two backtraces", strings.Join(args, " "), bt.OSTID)
 		}
-		pcs := []uint64{}
+		pcs := []ourFrame{}
 		for _, f := range bt.Frames {
 			if f.PC == nil {
 				continue
@@ -221,13 +233,16 @@ func cliPhysicalFrames(t *testing.T, target ...string) map[int][]uint64 {
 				t.Fatalf("thread %d: frame %+v is on thread %d with --no-continue", bt.OSTID, f, f.Thread)
 			}
 			if f.Inlined {
+				if f.TailCall {
+					t.Fatalf("thread %d: frame %+v is both inlined and a tail call", bt.OSTID, f)
+				}
 				continue
 			}
 			pc, err := strconv.ParseUint(strings.TrimPrefix(*f.PC, "0x"), 16, 64)
 			if err != nil {
 				t.Fatalf("thread %d: frame pc %q: %v", bt.OSTID, *f.PC, err)
 			}
-			pcs = append(pcs, pc)
+			pcs = append(pcs, ourFrame{pc: pc, function: f.Function, tail: f.TailCall})
 		}
 		frames[bt.OSTID] = pcs
 	}
@@ -484,17 +499,18 @@ func jumpEndsAt(b []byte) bool {
 	return false
 }
 
-// physical returns the pcs of gdb's physical frames (normal and sigtramp,
-// innermost first) and how many tail call frames gdb showed, after
+// physical returns gdb's frames with a pc of their own: physical frames
+// (normal and sigtramp) and tail call frames, innermost first, with the
+// names bt gives them, and how many of them are tail call frames, after
 // checking that its bt text and its Python listing describe the same
 // frames: every frame bt prints with an address has that pc and is, or is
 // inlined into, a physical or a tail call frame; every tail call frame
 // follows a jump.
-func (g *gdbThread) physical() ([]uint64, int, error) {
+func (g *gdbThread) physical() ([]ourFrame, int, error) {
 	if len(g.bt) != len(g.frames) {
 		return nil, 0, fmt.Errorf("bt shows %d frames, the Python API %d", len(g.bt), len(g.frames))
 	}
-	var pcs []uint64
+	var pcs []ourFrame
 	tail := 0
 	for i, f := range g.frames {
 		if f.level != i || g.bt[i].level != i {
@@ -502,12 +518,13 @@ func (g *gdbThread) physical() ([]uint64, int, error) {
 		}
 		switch f.typ {
 		case "normal", "sigtramp":
-			pcs = append(pcs, f.pc)
+			pcs = append(pcs, ourFrame{pc: f.pc, function: g.bt[i].function})
 		case "tailcall":
 			tail++
 			if !jumpEndsAt(f.before) {
 				return nil, 0, fmt.Errorf("frame %d: a tail call frame at %#x whose code before is % x, no jump", i, f.pc, f.before)
 			}
+			pcs = append(pcs, ourFrame{pc: f.pc, function: g.bt[i].function, tail: true})
 		case "inline":
 		default:
 			return nil, 0, fmt.Errorf("frame %d: unexpected frame type %s", i, f.typ)
@@ -541,7 +558,7 @@ func (g *gdbThread) hasFunction(function string) bool {
 // checkAgainstGDB compares ours with gdb's threads for fixture p (tids, if
 // not nil, are the threads the process had) and checks the waits of
 // gdbBTWaits and the vDSO and tail call frames of waits.c.
-func checkAgainstGDB(t *testing.T, p *fixture.Process, tids []int, ours map[int][]uint64, gdb map[int]*gdbThread) {
+func checkAgainstGDB(t *testing.T, p *fixture.Process, tids []int, ours map[int][]ourFrame, gdb map[int]*gdbThread) {
 	t.Helper()
 	var gdbTIDs, ourTIDs []int
 	for tid := range gdb {
@@ -578,12 +595,12 @@ func checkAgainstGDB(t *testing.T, p *fixture.Process, tids []int, ours map[int]
 		if !ok {
 			continue
 		}
-		if !slices.Equal(got, want) {
-			t.Errorf("thread %d: ompd-inspect's physical frames differ from gdb's\nompd-inspect: %s\ngdb:          %s\ngdb's bt:\n%s",
-				tid, hexList(got), hexList(want), g)
+		if !sameFrames(got, want) {
+			t.Errorf("thread %d: ompd-inspect's physical and tail call frames differ from gdb's\nompd-inspect: %s\ngdb:          %s\ngdb's bt:\n%s",
+				tid, frameList(got), frameList(want), g)
 		}
 	}
-	t.Logf("%s: %d threads, %d physical frames compared; %d gdb tail call frames left out", p.Name, len(gdbTIDs), frames, tails)
+	t.Logf("%s: %d threads, %d frames compared, %d of them tail call frames", p.Name, len(gdbTIDs), frames, tails)
 
 	threadOf := func(key string) *gdbThread {
 		t.Helper()
@@ -617,17 +634,50 @@ func checkAgainstGDB(t *testing.T, p *fixture.Process, tids []int, ours map[int]
 		t.Errorf("the vdso thread has no frame at %#x in the vDSO right after a signal trampoline; gdb:\n%s", pc, g)
 	}
 	// The thread asleep in pthread_cond_wait: gdb shows a tail call
-	// frame, which is no physical frame.
+	// frame, which ompd-inspect must show too (compared above).
 	if _, tail, err := threadOf("barrier_waiter").physical(); err == nil && tail == 0 {
 		t.Errorf("gdb shows no tail call frame on the barrier waiter, asleep in pthread_cond_wait:\n%s", threadOf("barrier_waiter"))
 	}
 }
 
-// hexList formats pcs for messages.
-func hexList(pcs []uint64) string {
-	s := make([]string, len(pcs))
-	for i, pc := range pcs {
-		s[i] = fmt.Sprintf("%#x", pc)
+// sameFrames reports whether ompd-inspect's frames (ours) are gdb's: the
+// same pcs in the same order, tail call frames at the same places, and
+// each tail call frame named as gdb names it.
+func sameFrames(ours, gdb []ourFrame) bool {
+	if len(ours) != len(gdb) {
+		return false
+	}
+	for i, o := range ours {
+		g := gdb[i]
+		if o.pc != g.pc || o.tail != g.tail {
+			return false
+		}
+		if o.tail && !sameFunction(o.function, g.function) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameFunction reports whether gdb's bt names a function ours, as
+// ompd-inspect names it (DW_AT_name). gdb prints a C function's
+// DW_AT_linkage_name when it has one: glibc declares its internal
+// functions (hidden_proto) with the asm label __GI_<name>, so that gdb
+// shows __GI___futex_abstimed_wait_cancelable64 for
+// __futex_abstimed_wait_cancelable64.
+func sameFunction(ours, gdb string) bool {
+	return ours != "" && (gdb == ours || gdb == "__GI_"+ours)
+}
+
+// frameList formats frames for messages: their pcs, a tail call frame's
+// with its function.
+func frameList(frames []ourFrame) string {
+	s := make([]string, len(frames))
+	for i, f := range frames {
+		s[i] = fmt.Sprintf("%#x", f.pc)
+		if f.tail {
+			s[i] += fmt.Sprintf("(tail call %s)", f.function)
+		}
 	}
 	return "[" + strings.Join(s, " ") + "]"
 }

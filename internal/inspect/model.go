@@ -153,6 +153,11 @@ type Frame struct {
 	File         string `json:"file,omitempty"`
 	Line         int    `json:"line,omitempty"`
 	Inlined      bool   `json:"inlined,omitempty"`
+	// TailCall is set for a function that called the frame before it by
+	// a tail call (a jump), so that no frame of its own is on the stack:
+	// rebuilt from the DWARF call-site information between a frame and
+	// its caller, as gdb shows it; PC is the address after its jump.
+	TailCall bool `json:"tail_call,omitempty"`
 	// Region and Task identify the construct of a marker; Text is the
 	// marker's or hop's description.
 	Region *string `json:"region,omitempty"`

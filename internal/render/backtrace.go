@@ -95,8 +95,11 @@ func backtraceBody(w io.Writer, bt inspect.Backtrace) {
 				kind = "  (" + f.Kind + ")"
 			}
 			inl := ""
-			if f.Inlined {
+			switch {
+			case f.Inlined:
 				inl = " [inlined]"
+			case f.TailCall:
+				inl = " [tail call]"
 			}
 			fmt.Fprintf(w, "  #%-2d %s %s%s%s%s\n", n, deref(f.PC), fn, inl, where, kind)
 			n++

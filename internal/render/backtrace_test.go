@@ -12,7 +12,7 @@ import (
 // does, its OMPD state), its frames numbered across hops, the markers (──)
 // where regions and tasks begin, the hops (══) to the encountering
 // thread's stack, the kind of frames that are not user code, inlined
-// frames, and where unwinding stopped.
+// frames, tail call frames, and where unwinding stopped.
 func TestBacktraces(t *testing.T) {
 	native := nativeReport()
 	dll := dllReport()
@@ -81,6 +81,31 @@ thread 4215 (not an OpenMP thread)  user code
 		{"idle", native, []inspect.Backtrace{{OSTID: 4214, GTID: ip(4), OpenMP: true, State: sp("idle"),
 			Activity: "idle in the thread pool", Stop: "outermost frame", Complete: true, Frames: []inspect.Frame{}}}, nativeHeader + `
 thread 4214 (gtid 4)  idle in the thread pool; OpenMP state idle
+` + nativeFooter},
+		// A worker asleep in pthread_cond_wait, with all frames: the
+		// tail call frame (__futex_abstimed_wait_cancelable64 jumped to
+		// __futex_abstimed_wait_common) has its own pc, after its jump,
+		// and is numbered like any frame.
+		{"tail call", native, []inspect.Backtrace{{OSTID: 4218, GTID: ip(6), OpenMP: true, State: sp("wait_barrier"),
+			Activity: "barrier (explicit or end of worksharing)", Stop: "outermost frame", Complete: true, Frames: []inspect.Frame{
+				{Kind: inspect.KindSystem, Thread: 4218, PC: sp("0x7f52d1291e4e"), Function: "__futex_abstimed_wait_common64", File: "/build/glibc/nptl/futex-internal.c", Line: 57, Inlined: true},
+				{Kind: inspect.KindSystem, Thread: 4218, PC: sp("0x7f52d1291e4e"), Function: "__futex_abstimed_wait_common", File: "/build/glibc/nptl/futex-internal.c", Line: 87},
+				{Kind: inspect.KindSystem, Thread: 4218, PC: sp("0x7f52d1291f7b"), Function: "__futex_abstimed_wait_cancelable64", File: "/build/glibc/nptl/futex-internal.c", Line: 139, TailCall: true},
+				{Kind: inspect.KindSystem, Thread: 4218, PC: sp("0x7f52d12945d8"), Function: "__pthread_cond_wait_common", File: "/build/glibc/nptl/pthread_cond_wait.c", Line: 503, Inlined: true},
+				{Kind: inspect.KindSystem, Thread: 4218, PC: sp("0x7f52d12945d8"), Function: "___pthread_cond_wait", File: "/build/glibc/nptl/pthread_cond_wait.c", Line: 618},
+				{Kind: inspect.KindRuntime, Thread: 4218, PC: sp("0x7f52d1a6e1b2"), Function: "__kmp_suspend_64"},
+				{Kind: inspect.KindRuntime, Thread: 4218, PC: sp("0x7f52d1a5a4c0"), Function: "__kmpc_barrier"},
+				{Kind: inspect.KindUser, Thread: 4218, PC: sp("0x55d0c0401c40"), Function: "outer_work._omp_fn.1", UserFunction: "outer_work", File: "/home/ana/demo.c", Line: 57},
+			}}}, nativeHeader + `
+thread 4218 (gtid 6)  barrier (explicit or end of worksharing); OpenMP state wait_barrier
+  #0  0x7f52d1291e4e __futex_abstimed_wait_common64 [inlined] at futex-internal.c:57  (system)
+  #1  0x7f52d1291e4e __futex_abstimed_wait_common at futex-internal.c:87  (system)
+  #2  0x7f52d1291f7b __futex_abstimed_wait_cancelable64 [tail call] at futex-internal.c:139  (system)
+  #3  0x7f52d12945d8 __pthread_cond_wait_common [inlined] at pthread_cond_wait.c:503  (system)
+  #4  0x7f52d12945d8 ___pthread_cond_wait at pthread_cond_wait.c:618  (system)
+  #5  0x7f52d1a6e1b2 __kmp_suspend_64  (runtime)
+  #6  0x7f52d1a5a4c0 __kmpc_barrier  (runtime)
+  #7  0x55d0c0401c40 outer_work._omp_fn.1 [in outer_work] at demo.c:57
 ` + nativeFooter},
 		{"no frames", noOMP, noOMP.Backtraces, coreHeader + `
 thread 977 (not an OpenMP thread)  no OpenMP frames

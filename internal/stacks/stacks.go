@@ -22,7 +22,8 @@ import (
 // thread (one hop per nesting level).
 const MaxHops = 64
 
-// phys is one native frame, named and classified.
+// phys is one native frame, named and classified, or a tail call frame
+// rebuilt from DWARF call-site information between two native frames.
 type phys struct {
 	pc       uint64
 	cfa      uint64
@@ -34,6 +35,10 @@ type phys struct {
 	// with its own source position; function, file and line are then
 	// those of the concrete function that contains them.
 	inlined []elf.SourceFrame
+	// tail is set for a function that called the frame before it by a
+	// tail call (a jump) and so has no frame of its own on the stack:
+	// pc is the address after its jump, cfa is 0 (see elf.TailCalls).
+	tail bool
 }
 
 // threadStack is a thread's native stack and what was found on it.
@@ -109,6 +114,9 @@ func Add(rep *inspect.Report, t target.Target) {
 		ts := &threadStack{tid: th.TID, stop: w.stop, complete: w.stop.Complete(), boundaries: map[string]int{}}
 		for j := range w.frames {
 			ts.frames = append(ts.frames, b.name(&w.frames[j]))
+			if j+1 < len(w.frames) {
+				ts.frames = append(ts.frames, b.tailCalls(&w.frames[j], &w.frames[j+1])...)
+			}
 		}
 		b.stacks[th.TID] = ts
 	}
@@ -168,6 +176,33 @@ func (b *builder) name(f *unwind.Frame) phys {
 		p.kind = inspect.KindSystem
 	}
 	return p
+}
+
+// tailCalls returns the tail call frames between the native frame f and
+// its caller: the functions that jumped to f's function after the
+// caller's call instruction, innermost first. There are only any when
+// both frames are in the same module with DWARF call-site information and
+// the caller's pc is a return address.
+func (b *builder) tailCalls(f, caller *unwind.Frame) []phys {
+	m := f.Module
+	cm := caller.Module
+	if m == nil || m.Image == nil || cm == nil || cm.Image != m.Image || cm.Bias != m.Bias || caller.ExactPC() || caller.PC < m.Bias {
+		return nil
+	}
+	tcs := m.Image.TailCalls(caller.PC-m.Bias, f.LookupPC()-m.Bias)
+	if len(tcs) == 0 {
+		return nil
+	}
+	kind := b.classify(m)
+	out := make([]phys, 0, len(tcs))
+	for _, tc := range tcs {
+		p := phys{pc: tc.PC + m.Bias, kind: kind, function: tc.Function, file: tc.File, line: tc.Line, tail: true}
+		if p.kind == inspect.KindUser && systemFunctions[p.function] {
+			p.kind = inspect.KindSystem
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // systemDirs are where a system's shared libraries live.
@@ -243,6 +278,17 @@ func frameAddr(p phys) uint64 {
 	return p.cfa - 16
 }
 
+// callerFrameAddr is the frame address of the first native frame after
+// frame i of ts (tail call frames have none), 0 when there is none.
+func callerFrameAddr(ts *threadStack, i int) uint64 {
+	for j := i + 1; j < len(ts.frames); j++ {
+		if !ts.frames[j].tail {
+			return frameAddr(ts.frames[j])
+		}
+	}
+	return 0
+}
+
 // forkEntries are the runtime entry points a thread calls to start a
 // parallel region; it stays inside them until the region's end.
 var forkEntries = map[string]bool{
@@ -292,7 +338,7 @@ func (b *builder) frames(ts *threadStack, i int) []inspect.Frame {
 	for _, in := range p.inlined {
 		out = append(out, inspect.Frame{Kind: p.kind, Thread: ts.tid, PC: hex(p.pc), Function: in.Function, File: in.File, Line: in.Line, Inlined: true})
 	}
-	return append(out, inspect.Frame{Kind: p.kind, Thread: ts.tid, PC: hex(p.pc), Function: p.function, File: p.file, Line: p.line})
+	return append(out, inspect.Frame{Kind: p.kind, Thread: ts.tid, PC: hex(p.pc), Function: p.function, File: p.file, Line: p.line, TailCall: p.tail})
 }
 
 // logical returns the logical stack of ts from frame from on: its frames,
@@ -333,7 +379,7 @@ func (b *builder) logical(ts *threadStack, from, hops int, used map[string]bool)
 		}
 		r := b.regions[id]
 		m := b.regionMarker(ts, r, false)
-		if k := b.exitFrames[frameAddr(ts.frames[i+1])]; k != nil && k.Kind == "implicit" && k.Region != nil && *k.Region == r.ID {
+		if k := b.exitFrames[callerFrameAddr(ts, i)]; k != nil && k.Kind == "implicit" && k.Region != nil && *k.Region == r.ID {
 			m.Boundary = "ompd-frame"
 		}
 		out = append(out, m)
@@ -425,7 +471,7 @@ func (b *builder) taskMarker(ts *threadStack, i int, construct, k *inspect.Task)
 	m := inspect.Frame{Kind: inspect.KindTaskMarker, Thread: ts.tid, Task: &k.ID, Boundary: "entry-point",
 		Text: fmt.Sprintf("#pragma omp task at %s — task %s, parent %s", loc, k.ID, parent)}
 	if i+1 < len(ts.frames) {
-		if e := b.exitFrames[frameAddr(ts.frames[i+1])]; e == k {
+		if e := b.exitFrames[callerFrameAddr(ts, i)]; e == k {
 			m.Boundary = "ompd-frame"
 		}
 	}

@@ -136,3 +136,71 @@ func TestTaskAt(t *testing.T) {
 		t.Error("a frame that runs no task entry was taken for a task")
 	}
 }
+
+// TestTailCallFrames: a tail call frame (no stack frame of its own) is
+// shown, marked, between the frame it jumped to and its caller; a region
+// boundary is found on it like on a native frame, and the OMPD exit
+// frame is matched with the next native frame's frame address, past tail
+// call frames.
+func TestTailCallFrames(t *testing.T) {
+	region := "0xr1"
+	task := &inspect.Task{ID: "0xi1", Kind: "implicit", Region: &region, ExitFrame: sp("0x2000")}
+	newBuilder := func(ts *threadStack) *builder {
+		return &builder{
+			rep:        &inspect.Report{},
+			stacks:     map[int]*threadStack{1: ts},
+			threads:    map[int]*inspect.Thread{1: {OSTID: 1, Region: &region}},
+			regions:    map[string]*inspect.Region{region: {ID: region, Function: "main.omp_outlined", TeamSize: 1, Threads: []int{1}, Location: "/src/m.c:7"}},
+			tasks:      map[string]*inspect.Task{task.ID: task},
+			exitFrames: map[uint64]*inspect.Task{0x2000: task},
+		}
+	}
+	show := func(frames []inspect.Frame) string {
+		var s []string
+		for _, f := range frames {
+			switch {
+			case f.Kind == inspect.KindRegionMarker:
+				s = append(s, "marker:"+f.Boundary)
+			case f.TailCall:
+				s = append(s, f.Function+"@"+*f.PC+"[tail]")
+			default:
+				s = append(s, f.Function+"@"+*f.PC)
+			}
+		}
+		return strings.Join(s, " ")
+	}
+	for _, c := range []struct {
+		name   string
+		frames []phys
+		want   string
+	}{
+		// The outlined function jumped to body: it begins the region.
+		{"outlined function tail-called", []phys{
+			{pc: 0x10, cfa: 0x1000, kind: inspect.KindUser, function: "body"},
+			{pc: 0x20, kind: inspect.KindUser, function: "main.omp_outlined", tail: true},
+			{pc: 0x30, cfa: 0x2010, kind: inspect.KindRuntime, function: "__kmp_invoke_microtask"},
+			{pc: 0x40, cfa: 0x2100, kind: inspect.KindRuntime, function: "__kmpc_fork_call"},
+			{pc: 0x50, cfa: 0x2200, kind: inspect.KindUser, function: "main"},
+		}, "body@0x10 main.omp_outlined@0x20[tail] marker:ompd-frame __kmp_invoke_microtask@0x30 __kmpc_fork_call@0x40 main@0x50"},
+		// A runtime function jumped to the outlined function: the exit
+		// frame is the next native frame's.
+		{"runtime tail-called the outlined function", []phys{
+			{pc: 0x10, cfa: 0x1000, kind: inspect.KindUser, function: "main.omp_outlined"},
+			{pc: 0x20, kind: inspect.KindRuntime, function: "__kmp_invoke_task_func", tail: true},
+			{pc: 0x30, cfa: 0x2010, kind: inspect.KindRuntime, function: "__kmp_invoke_microtask"},
+			{pc: 0x40, cfa: 0x2100, kind: inspect.KindRuntime, function: "__kmpc_fork_call"},
+			{pc: 0x50, cfa: 0x2200, kind: inspect.KindUser, function: "main"},
+		}, "main.omp_outlined@0x10 marker:ompd-frame __kmp_invoke_task_func@0x20[tail] __kmp_invoke_microtask@0x30 __kmpc_fork_call@0x40 main@0x50"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ts := &threadStack{tid: 1, frames: c.frames, boundaries: map[string]int{}}
+			b := newBuilder(ts)
+			b.findBoundaries(ts)
+			if got := show(b.logical(ts, 0, 0, map[string]bool{})); got != c.want {
+				t.Errorf("frames\n\t%s\nwant\n\t%s", got, c.want)
+			}
+		})
+	}
+}
+
+func sp(s string) *string { return &s }

@@ -23,6 +23,14 @@ type dwarfIndex struct {
 	// disjoint ranges, each naming the innermost one (see inline.go).
 	inl      []inlineNode
 	inlSpans []span
+
+	// sites are the call sites that return (not tail calls) with a
+	// return pc, sorted by it; tails are the tail call sites, sorted by
+	// the entry of the function that holds them (see callsite.go).
+	// callsIncomplete is set when some call site could not be indexed.
+	sites           []callSite
+	tails           []callSite
+	callsIncomplete bool
 }
 
 // lineRow is one row of a line table.
@@ -35,9 +43,10 @@ type lineRow struct {
 
 // funcInfo describes one subprogram with code.
 type funcInfo struct {
-	name string
-	file string
-	line int
+	name  string
+	file  string
+	line  int
+	entry uint64 // link-time entry address
 }
 
 // subInfo is what is recorded of every DW_TAG_subprogram while walking,
@@ -49,6 +58,11 @@ type subInfo struct {
 	line      int
 	origin    dwarf.Offset
 	hasOrigin bool
+
+	linkage  string // DW_AT_linkage_name
+	external bool   // DW_AT_external
+	fn       int32  // funcs index when it has code, else -1
+	entry    uint64 // entry address when it has code
 }
 
 // errTooManyRows stops indexing at MaxLineRows rows.
@@ -186,11 +200,16 @@ func (im *Image) indexDWARF(src *Image) (*dwarfIndex, error) {
 	idx := &dwarfIndex{files: []string{""}}
 	var werr error
 	line := src.debugLine()
+	sym := func(name string) (uint64, bool) {
+		s, ok := im.Symbol(name)
+		return s.Value, ok && s.Func
+	}
 	if err := guard(func() error {
-		werr = idx.walk(d, valid, src.debugInfoSize(), line)
+		werr = idx.walk(d, valid, src.debugInfoSize(), line, sym)
 		return nil
 	}); err != nil {
 		werr = err
+		idx.callsIncomplete = true
 	}
 	sort.SliceStable(idx.rows, func(i, j int) bool {
 		a, b := idx.rows[i], idx.rows[j]
@@ -206,11 +225,12 @@ func (im *Image) indexDWARF(src *Image) (*dwarfIndex, error) {
 }
 
 // walk visits every entry once, reading each unit's line table and
-// recording subprograms and the inlined subroutines with code inside
-// them. infoSize is the size of .debug_info, which bounds the entries
-// (see debugInfoSize); line is .debug_line, whose headers are checked
-// (see checkLineHeader).
-func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool, infoSize uint64, line lineSection) error {
+// recording subprograms, the inlined subroutines with code inside them
+// and their call sites. infoSize is the size of .debug_info, which bounds
+// the entries (see debugInfoSize); line is .debug_line, whose headers are
+// checked (see checkLineHeader); sym finds a function symbol of the image
+// by name, for call sites that name a function by a declaration.
+func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool, infoSize uint64, line lineSection, sym func(string) (uint64, bool)) error {
 	w := &walker{
 		d:          d,
 		line:       line,
@@ -224,11 +244,13 @@ func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool, infoSize uin
 	for n := uint64(0); ; n++ {
 		if n > infoSize {
 			w.errs = append(w.errs, errStuckEntries(infoSize))
+			w.sitesIncomplete = true
 			break
 		}
 		e, err := r.Next()
 		if err != nil {
 			w.errs = append(w.errs, fmt.Errorf("reading entries: %w", err))
+			w.sitesIncomplete = true
 			break
 		}
 		if e == nil {
@@ -240,6 +262,7 @@ func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool, infoSize uin
 		}
 		sc, stop := w.entry(e)
 		if stop {
+			w.sitesIncomplete = true
 			break
 		}
 		if e.Children {
@@ -249,6 +272,7 @@ func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool, infoSize uin
 	idx.funcs = make([]funcInfo, len(w.concrete))
 	for i, off := range w.concrete {
 		idx.funcs[i] = resolveSub(w.subs, off)
+		idx.funcs[i].entry = w.subs[off].entry
 	}
 	idx.spans = flatten(w.ivs)
 	for i := range idx.inl {
@@ -258,6 +282,7 @@ func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool, infoSize uin
 		}
 	}
 	idx.inlSpans = flatten(w.inlIvs)
+	w.finishCallSites(sym)
 	return errors.Join(w.errs...)
 }
 
@@ -341,6 +366,11 @@ type walker struct {
 	deepErr  bool
 	chainErr bool
 
+	// sites are the call sites read; sitesIncomplete is set when one
+	// was missed (a limit, entries too deep, a walk ended early).
+	sites           []rawSite
+	sitesIncomplete bool
+
 	errs []error
 }
 
@@ -411,6 +441,8 @@ func (w *walker) entry(e *dwarf.Entry) (sc scope, stop bool) {
 	case dwarf.TagInlinedSubroutine:
 		cur := w.top()
 		return scope{fn: cur.fn, inl: w.inlined(e, cur)}, false
+	case dwarf.TagCallSite, tagGNUCallSite:
+		w.callSite(e, w.top())
 	}
 	return w.top(), false
 }
@@ -469,8 +501,13 @@ func (w *walker) subprogram(e *dwarf.Entry) (id int32, ok bool) {
 		w.errs = append(w.errs, fmt.Errorf("more than %d subprograms (limit MaxSubprograms)", MaxSubprograms))
 		return -1, false
 	}
-	s := &subInfo{}
+	s := &subInfo{fn: -1}
 	s.name, _ = e.Val(dwarf.AttrName).(string)
+	s.linkage, _ = e.Val(dwarf.AttrLinkageName).(string)
+	if s.linkage == "" {
+		s.linkage, _ = e.Val(attrMIPSLinkageName).(string)
+	}
+	s.external, _ = e.Val(dwarf.AttrExternal).(bool)
 	if i, ok := e.Val(dwarf.AttrDeclFile).(int64); ok && i >= 0 && i < int64(len(w.files)) && w.files[i] != nil {
 		s.file = fullPath(w.compDir, w.files[i].Name)
 	}
@@ -499,8 +536,28 @@ func (w *walker) subprogram(e *dwarf.Entry) (id int32, ok bool) {
 		if id < 0 {
 			id = int32(len(w.concrete))
 			w.concrete = append(w.concrete, e.Offset)
+			// The entry is the start of the first range listed
+			// (DW_AT_low_pc, or the first of DW_AT_ranges), unless
+			// DW_AT_entry_pc says otherwise.
+			s.fn, s.entry = id, rg[0]
 		}
 		w.ivs = append(w.ivs, interval{lo: rg[0], hi: rg[1], id: int(id)})
+	}
+	if id >= 0 {
+		if f := e.AttrField(dwarf.AttrEntrypc); f != nil {
+			switch v := f.Val.(type) {
+			case uint64:
+				if f.Class == dwarf.ClassAddress && w.valid(v) {
+					s.entry = v
+				}
+			case int64:
+				// DWARF 5: an offset from the base address, the
+				// entry's DW_AT_low_pc.
+				if lo, ok := e.Val(dwarf.AttrLowpc).(uint64); ok && v >= 0 && w.valid(lo+uint64(v)) {
+					s.entry = lo + uint64(v)
+				}
+			}
+		}
 	}
 	return id, true
 }

@@ -38,9 +38,10 @@ import (
 // build-id debug file (ROOT/.build-id/xx/rest.debug) of the first, so that
 // the lookups that go through a separate debug file are exercised too.
 //
-// The seeds are built by the test (gcc builds of testdata/symbols.c and
-// testdata/inline.c, with various debug formats, a split debug file, a
-// shared object, truncated and corrupted copies) plus the fixture programs
+// The seeds are built by the test (gcc builds of testdata/symbols.c,
+// testdata/inline.c and testdata/tailcall.c, with various debug formats,
+// a split debug file, a shared object, truncated and corrupted copies)
+// plus the fixture programs
 // of testdata/bin when the fixtures can be built; testdata/fuzz/FuzzImage
 // holds the checked-in ones, among them every crasher found so far.
 
@@ -185,6 +186,14 @@ func exerciseImage(t *testing.T, dir string, data []byte) {
 		if n := len(idx.rows); n > 0 {
 			add(idx.rows[0].addr, idx.rows[n/2].addr, idx.rows[n-1].addr)
 		}
+		// Return pcs of calls and the functions tail calls reach, for
+		// TailCalls.
+		if n := len(idx.sites); n > 0 {
+			add(idx.sites[0].ret, idx.sites[n/2].ret, idx.sites[n-1].ret)
+		}
+		if n := len(idx.tails); n > 0 {
+			add(idx.tails[0].target, idx.tails[n-1].target)
+		}
 	}
 
 	fdes, _ := im.FrameEntries()
@@ -220,6 +229,12 @@ func exerciseImage(t *testing.T, dir string, data []byte) {
 				}
 			}
 		}
+		for i, callee := range addrs {
+			if i >= maxFuzzTailPairs {
+				break
+			}
+			checkTailCalls(t, im, a, callee)
+		}
 		if fde := im.FDEForPC(a); fde != nil {
 			if !fde.Cover(a) {
 				t.Errorf("FDEForPC(%#x) = %#x-%#x, which does not cover it", a, fde.Begin(), fde.End())
@@ -229,6 +244,25 @@ func exerciseImage(t *testing.T, dir string, data []byte) {
 	}
 
 	exerciseTypes(im)
+}
+
+// maxFuzzTailPairs bounds the callees TailCalls is asked about for each
+// address.
+const maxFuzzTailPairs = 8
+
+// checkTailCalls asks TailCalls about a call returning to ret in the
+// function at callee and checks the frames it returns.
+func checkTailCalls(t *testing.T, im *Image, ret, callee uint64) {
+	t.Helper()
+	frames := im.TailCalls(ret, callee)
+	if len(frames) > MaxTailCallChain {
+		t.Errorf("TailCalls(%#x, %#x) returns %d frames, more than MaxTailCallChain", ret, callee, len(frames))
+	}
+	for _, f := range frames {
+		if f.PC == 0 {
+			t.Errorf("TailCalls(%#x, %#x): frame %+v at pc 0", ret, callee, f)
+		}
+	}
 }
 
 // checkRead reads buf at vaddr and checks what ReadVaddr returns.
@@ -283,6 +317,7 @@ func elfSeeds(tb testing.TB) [][]byte {
 	dir := tb.TempDir()
 	if _, err := exec.LookPath("gcc"); err == nil {
 		symbols, inline := testdataPath(tb, "symbols.c"), testdataPath(tb, "inline.c")
+		tailcall, tailcall2 := testdataPath(tb, "tailcall.c"), testdataPath(tb, "tailcall2.c")
 		// build compiles a seed; one that this gcc cannot build (for
 		// an option it lacks) is left out.
 		build := func(name, src string, flags ...string) []byte {
@@ -306,6 +341,8 @@ func elfSeeds(tb testing.TB) [][]byte {
 			prog,
 			build("inline", inline, "-g", "-O2"),
 			build("inline-dwarf4", inline, "-gdwarf-4", "-O2", "-fno-pie", "-no-pie"),
+			build("tailcall", tailcall, "-g", "-O2", tailcall2),
+			build("tailcall-dwarf4", tailcall, "-gdwarf-4", "-O2", tailcall2),
 			build("inline-gz", inline, "-g", "-O2", "-gz"),
 			build("inline-zdebug", inline, "-g", "-O2", "-gz=zlib-gnu"),
 			build("debug-frame", symbols, "-g", "-O1", "-fno-asynchronous-unwind-tables", "-fno-unwind-tables"),
