@@ -20,6 +20,9 @@ import (
 // no tail calls in it.
 const MaxCallSites = 1 << 23
 
+// maxCallSites is MaxCallSites; a test lowers it.
+var maxCallSites = MaxCallSites
+
 // MaxTailCallChain is the longest chain of tail calls TailCalls returns.
 const MaxTailCallChain = 8
 
@@ -29,6 +32,10 @@ const (
 	maxTailSearchFuncs = 256
 	maxTailSearchSites = 4096
 )
+
+// maxSameReturnPC bounds how many call sites with one return pc callAt
+// compares (one call instruction has one; only malformed DWARF has many).
+const maxSameReturnPC = 16
 
 // DWARF 4 GNU extension codes debug/dwarf has no names for.
 const (
@@ -129,10 +136,10 @@ func (w *walker) callSite(e *dwarf.Entry, cur scope) {
 	} else if a, ok := constantTarget(e, w.line.order); ok {
 		s.byAddr, s.target = true, a
 	}
-	if len(w.sites) >= MaxCallSites {
+	if len(w.sites) >= maxCallSites {
 		w.sitesIncomplete = true
 		w.sites = nil
-		w.errs = append(w.errs, fmt.Errorf("more than %d call sites (limit MaxCallSites)", MaxCallSites))
+		w.errs = append(w.errs, fmt.Errorf("more than %d call sites (limit MaxCallSites)", maxCallSites))
 		return
 	}
 	w.sites = append(w.sites, s)
@@ -419,7 +426,7 @@ func (idx *dwarfIndex) callAt(ret uint64) (callSite, bool) {
 	}
 	s := idx.sites[i]
 	for j := i + 1; j < len(idx.sites) && idx.sites[j].ret == ret; j++ {
-		if o := idx.sites[j]; o.status != s.status || o.target != s.target {
+		if o := idx.sites[j]; o.status != s.status || o.target != s.target || j-i >= maxSameReturnPC {
 			return callSite{}, false
 		}
 	}

@@ -284,3 +284,58 @@ func chainString(n int) string {
 	}
 	return s.String()
 }
+
+// TestCallAt: the call site returning to an address; several that
+// disagree on the target, or too many, are no answer.
+func TestCallAt(t *testing.T) {
+	site := func(ret, target uint64) callSite {
+		return callSite{ret: ret, target: target, status: targetResolved, hasRet: true}
+	}
+	idx := &dwarfIndex{sites: []callSite{site(10, 1), site(20, 2), site(20, 2), site(30, 3), site(30, 4)}}
+	for i := 0; i <= maxSameReturnPC; i++ {
+		idx.sites = append(idx.sites, site(40, 5))
+	}
+	for _, c := range []struct {
+		ret    uint64
+		target uint64
+		ok     bool
+	}{
+		{10, 1, true},
+		{20, 2, true}, // the same site twice
+		{30, 0, false},
+		{40, 0, false},
+		{11, 0, false},
+		{5, 0, false},
+		{50, 0, false},
+	} {
+		s, ok := idx.callAt(c.ret)
+		if ok != c.ok || (ok && s.target != c.target) {
+			t.Errorf("callAt(%d) = %+v, %v; want target %d, %v", c.ret, s, ok, c.target, c.ok)
+		}
+	}
+}
+
+// TestCallSitesBounded: an image with more call sites than the limit
+// gets an error naming it and no tail call frames; the rest of its index
+// stays.
+func TestCallSitesBounded(t *testing.T) {
+	path := buildTailcall(t, "gcc", t.TempDir(), "prog")
+	funcs := disassemble(t, path)
+	defer func(n int) { maxCallSites = n }(maxCallSites)
+	maxCallSites = 3
+	im := openInline(t, path)
+	leaf, ok := im.Symbol("leaf_mark")
+	if !ok {
+		t.Fatal("no symbol leaf_mark")
+	}
+	if got := im.TailCalls(after(t, funcs, "main", "call", "top"), leaf.Value); got != nil {
+		t.Errorf("TailCalls = %+v, want none", got)
+	}
+	_, err := im.DebugInfo()
+	if err == nil || !strings.Contains(err.Error(), "more than 3 call sites (limit MaxCallSites)") {
+		t.Errorf("DebugInfo: %v; want the call site limit", err)
+	}
+	if fn, ok := im.FuncAt(leaf.Value); !ok || fn != "leaf" {
+		t.Errorf("FuncAt(leaf_mark) = %q, %v; want leaf", fn, ok)
+	}
+}
