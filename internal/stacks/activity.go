@@ -1,56 +1,35 @@
 package stacks
 
-import "github.com/ompd-inspect/ompd-inspect/internal/inspect"
+import (
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+)
 
-// Activities a stack can show. They are what the frames say, independent
-// of the OMPD state, so they are known without state tracking.
+// Activities a stack can show (ompd.Activity's values, as the report
+// spells them). They are what the frames say, independent of the OMPD
+// state, so they are known without state tracking.
 const (
-	ActivityUser             = "user code"
-	ActivityBarrierExplicit  = "barrier (explicit or end of worksharing)"
-	ActivityBarrierImplicit  = "implicit barrier at the end of a parallel region"
-	ActivityLock             = "lock"
-	ActivityCritical         = "critical"
-	ActivityTaskwait         = "taskwait"
-	ActivityTaskgroup        = "end of taskgroup"
-	ActivityOrdered          = "ordered"
-	ActivityIdle             = "idle in the thread pool"
-	ActivityRuntime          = "OpenMP runtime"
-	ActivitySystem           = "system code"
-	ActivityNotOpenMP        = "no OpenMP frames"
+	ActivityUser             = string(ompd.ActivityUser)
+	ActivityBarrierExplicit  = string(ompd.ActivityBarrierExplicit)
+	ActivityBarrierImplicit  = string(ompd.ActivityBarrierImplicit)
+	ActivityLock             = string(ompd.ActivityLock)
+	ActivityCritical         = string(ompd.ActivityCritical)
+	ActivityTaskwait         = string(ompd.ActivityTaskwait)
+	ActivityTaskgroup        = string(ompd.ActivityTaskgroup)
+	ActivityOrdered          = string(ompd.ActivityOrdered)
+	ActivityIdle             = string(ompd.ActivityIdle)
+	ActivityRuntime          = string(ompd.ActivityRuntime)
+	ActivitySystem           = string(ompd.ActivitySystem)
+	ActivityNotOpenMP        = string(ompd.ActivityNotOpenMP)
 	activityUnknownUnwinding = "unknown (no frames)"
 )
 
-// runtimeEntries maps the runtime's entry points (and its internal
-// waits) to the activity a thread inside them is in. The first match from
-// the innermost frame outwards, up to the first user frame, decides.
-var runtimeEntries = map[string]string{
-	"__kmpc_barrier":            ActivityBarrierExplicit,
-	"__kmp_join_barrier":        ActivityBarrierImplicit,
-	"__kmp_join_call":           ActivityBarrierImplicit,
-	"__kmpc_set_lock":           ActivityLock,
-	"__kmpc_set_nest_lock":      ActivityLock,
-	"omp_set_lock":              ActivityLock,
-	"omp_set_nest_lock":         ActivityLock,
-	"__kmpc_critical":           ActivityCritical,
-	"__kmpc_critical_with_hint": ActivityCritical,
-	"__kmpc_omp_taskwait":       ActivityTaskwait,
-	"__kmpc_end_taskgroup":      ActivityTaskgroup,
-	"__kmpc_ordered":            ActivityOrdered,
-	"__kmp_fork_barrier":        ActivityIdle,
-	"GOMP_barrier":              ActivityBarrierExplicit,
-	"GOMP_critical_start":       ActivityCritical,
-	"GOMP_critical_name_start":  ActivityCritical,
-	"GOMP_taskwait":             ActivityTaskwait,
-	"GOMP_taskgroup_end":        ActivityTaskgroup,
-	"GOMP_ordered_start":        ActivityOrdered,
-	"GOMP_parallel_end":         ActivityBarrierImplicit,
-}
-
-// activity says what a thread does from its native frames alone, and
+// activity says what a thread does from its native frames alone (what
+// the runtime's family says of its functions), and
 // whether it has a current parallel region (OMPD knows that without state
 // tracking): a worker waiting for work in the runtime's fork barrier is
 // still at the end of its region until the whole team has arrived.
-func activity(frames []phys, inRegion bool) string {
+func activity(frames []phys, inRegion bool, fam ompd.Family) string {
 	if len(frames) == 0 {
 		return activityUnknownUnwinding
 	}
@@ -64,11 +43,14 @@ func activity(frames []phys, inRegion bool) string {
 			return ActivityUser
 		case inspect.KindRuntime:
 			sawRuntime = true
-			if a := runtimeEntries[f.function]; a != "" {
-				if a == ActivityIdle && inRegion {
+			if fam == nil {
+				continue
+			}
+			if a, ok := fam.Activity(f.function); ok {
+				if a == ompd.ActivityIdle && inRegion {
 					return ActivityBarrierImplicit
 				}
-				return a
+				return string(a)
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+	"github.com/ompd-inspect/ompd-inspect/ompd"
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 	"github.com/ompd-inspect/ompd-inspect/target/unwind"
@@ -65,6 +66,9 @@ type builder struct {
 	taskFns map[string][]*inspect.Task
 	// exitFrames maps an OMPD exit frame address to its task.
 	exitFrames map[uint64]*inspect.Task
+	// fam is the runtime's family (what its functions mean); nil when
+	// the target has no runtime ompd-inspect knows.
+	fam ompd.Family
 }
 
 // Add unwinds every thread of t and fills rep.Backtraces and each
@@ -79,6 +83,11 @@ func Add(rep *inspect.Report, t target.Target) {
 		tasks:      map[string]*inspect.Task{},
 		taskFns:    map[string][]*inspect.Task{},
 		exitFrames: map[uint64]*inspect.Task{},
+	}
+	for _, m := range t.Modules() {
+		if rep.Runtime.Library != "" && m.Name == rep.Runtime.Library {
+			b.fam = inspect.FamilyOf(m)
+		}
 	}
 	for i := range rep.Threads {
 		b.threads[rep.Threads[i].OSTID] = &rep.Threads[i]
@@ -134,7 +143,7 @@ func Add(rep *inspect.Report, t target.Target) {
 		}
 		bt.Frames = b.logical(ts, 0, 0, map[string]bool{})
 		th := b.threads[th.TID]
-		bt.Activity = activity(ts.frames, th != nil && th.Region != nil)
+		bt.Activity = activity(ts.frames, th != nil && th.Region != nil, b.fam)
 		b.userFunctions(bt.Frames)
 		if it := th; it != nil {
 			for _, f := range bt.Frames {
@@ -289,18 +298,9 @@ func callerFrameAddr(ts *threadStack, i int) uint64 {
 	return 0
 }
 
-// forkEntries are the runtime entry points a thread calls to start a
-// parallel region; it stays inside them until the region's end.
-var forkEntries = map[string]bool{
-	"__kmpc_fork_call": true, "__kmpc_fork_call_if": true, "__kmpc_fork_teams": true,
-	"GOMP_parallel": true, "GOMP_parallel_start": true,
-}
-
-// forkFrame returns the index of the innermost user frame of ts that
-// called a runtime fork entry point, or -1.
-func forkFrame(ts *threadStack) int {
+func (b *builder) forkFrame(ts *threadStack) int {
 	for i := 1; i < len(ts.frames); i++ {
-		if ts.frames[i].kind == inspect.KindUser && ts.frames[i-1].kind == inspect.KindRuntime && forkEntries[ts.frames[i-1].function] {
+		if ts.frames[i].kind == inspect.KindUser && ts.frames[i-1].kind == inspect.KindRuntime && b.fam != nil && b.fam.ForkEntry(ts.frames[i-1].function) {
 			return i
 		}
 	}
@@ -311,11 +311,11 @@ func forkFrame(ts *threadStack) int {
 // thread goes on: the frame after the region's boundary on its stack, or,
 // when it no longer runs the region's code (it waits at the region's end),
 // its frame that called the fork entry point.
-func continuation(ts *threadStack, region string) (int, bool) {
+func (b *builder) continuation(ts *threadStack, region string) (int, bool) {
 	if i, ok := ts.boundaries[region]; ok {
 		return i + 1, true
 	}
-	if i := forkFrame(ts); i >= 0 {
+	if i := b.forkFrame(ts); i >= 0 {
 		return i, true
 	}
 	return 0, false
@@ -360,7 +360,7 @@ func (b *builder) logical(ts *threadStack, from, hops int, used map[string]bool)
 	}
 	endAt := -1
 	if ending != nil && len(ending.Threads) > 0 && ending.Threads[0] == ts.tid {
-		endAt = forkFrame(ts)
+		endAt = b.forkFrame(ts)
 	}
 	for i := from; i < len(ts.frames); i++ {
 		if i == endAt {
@@ -407,7 +407,7 @@ func (b *builder) hop(r *inspect.Region, hops int, used map[string]bool) []inspe
 	if master == nil || hops >= MaxHops {
 		return nil
 	}
-	at, ok := continuation(master, r.ID)
+	at, ok := b.continuation(master, r.ID)
 	if !ok {
 		return []inspect.Frame{{Kind: inspect.KindHop, Thread: master.tid,
 			Text: fmt.Sprintf("the region was encountered by thread 0 (%d), whose stack does not show where", master.tid)}}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 )
 
 func fr(kind string, thread int, fn string) inspect.Frame {
@@ -87,7 +88,7 @@ func TestActivity(t *testing.T) {
 		{[]phys{p(inspect.KindSystem, "poll")}, false, ActivityNotOpenMP},
 		{nil, false, activityUnknownUnwinding},
 	} {
-		if got := activity(c.frames, c.inRegion); got != c.want {
+		if got := activity(c.frames, c.inRegion, llvm.Family); got != c.want {
 			t.Errorf("activity(%v, %v) = %q; want %q", c.frames, c.inRegion, got, c.want)
 		}
 	}
