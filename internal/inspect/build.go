@@ -43,25 +43,25 @@ type Options struct {
 // runtime whose layout cannot be known or trusted) still gets a report:
 // its threads (none of them OpenMP threads) and, for the views that show
 // stacks, their backtraces, with a warning that says what is missing and
-// why. Only a backend the caller asked for that cannot be used is an
-// error.
+// why. Only a target without threads, and a backend the caller asked for
+// that cannot be used, are errors.
 func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	rt, err := FindRuntime(t)
 	if err != nil {
-		return degraded(t, src, nil, err), nil
+		return degraded(t, src, nil, err)
 	}
 	know, err := KnowledgeOf(rt)
 	if err != nil {
-		return degraded(t, src, rt, err), nil
+		return degraded(t, src, rt, err)
 	}
 	cb := NewCallbacks(t, rt)
 	cb.UseKnowledge(know)
 	if err := know.CheckMemory(t, rt); err != nil {
-		return degraded(t, src, rt, err), nil
+		return degraded(t, src, rt, err)
 	}
 	nat, err := llvm.ProcessInitialize(cb, rt.Name)
 	if err != nil {
-		return degraded(t, src, rt, fmt.Errorf("initializing OMPD on %s: %w", rt.Name, err)), nil
+		return degraded(t, src, rt, fmt.Errorf("initializing OMPD on %s: %w", rt.Name, err))
 	}
 	b := &builder{t: t, cb: cb, nat: nat, rt: rt, know: know, unavailable: map[string]bool{}}
 	b.dllLocs, b.dllLocsErr = nat.DLLLocations()
@@ -99,8 +99,13 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 }
 
 // degraded is the report of a target whose OpenMP state cannot be read:
-// its threads, and a warning that says why there is nothing else.
-func degraded(t target.Target, src Source, rt *target.Module, why error) *Report {
+// its threads, and a warning that says why there is nothing else. A
+// target without any thread (a core cut short) has nothing to report: why
+// is the error then.
+func degraded(t target.Target, src Source, rt *target.Module, why error) (*Report, error) {
+	if len(t.Threads()) == 0 {
+		return nil, why
+	}
 	r := Report{Target: TargetInfo{Kind: src.Kind, PID: t.PID(), Core: src.Core}}
 	if mods := t.Modules(); len(mods) > 0 {
 		r.Target.Executable = mods[0].Name
@@ -115,7 +120,7 @@ func degraded(t target.Target, src Source, rt *target.Module, why error) *Report
 		r.Threads = append(r.Threads, Thread{OSTID: nt.TID, TaskStack: []string{}})
 	}
 	r.normalize()
-	return &r
+	return &r, nil
 }
 
 // openDLL loads the runtime's own OMPD library: path, or the first of the
