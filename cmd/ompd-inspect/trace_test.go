@@ -22,6 +22,8 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
 	"github.com/ompd-inspect/ompd-inspect/internal/trace"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm/recovery"
+	telf "github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
 // traceHangGuard bounds one traced run; it only keeps a broken build from
@@ -551,8 +553,68 @@ func TestTraceProgramUnchanged(t *testing.T) {
 // detaches; the program runs on and finishes normally.
 func TestTraceInterrupted(t *testing.T) {
 	fixture.Build(t)
-	prog := exec.Command(fixture.Exe(t, "trace"), "hold")
-	prog.Env = append(os.Environ(), "OMP_DEBUG=enabled")
+	t.Run("OMPD build", func(t *testing.T) {
+		traceInterrupted(t, fixture.Exe(t, "trace"), nil, ompdBuildLocations(t))
+	})
+	t.Run("Debian 19", func(t *testing.T) {
+		// attach --trace on a stripped runtime: its locations recovered.
+		lib := fixture.StockLibomp(19)
+		im, err := telf.Open(lib)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer im.Close()
+		k, err := recovery.Recover(im)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locs := map[string]location{}
+		for _, s := range k.FileSymbols(im) {
+			if strings.HasPrefix(s.Name, "ompd_bp_") || s.Name == "ompd_dll_locations_valid" {
+				locs[s.Name] = location{lib: lib, addr: s.Value, size: s.Size}
+			}
+		}
+		traceInterrupted(t, fixture.StrippedExe(t, "trace"), []string{"LD_PRELOAD=" + lib}, locs)
+	})
+}
+
+// location is an OMPD breakpoint location in a runtime file: its
+// link-time address and size.
+type location struct {
+	lib        string
+	addr, size uint64
+}
+
+// ompdBuildLocations returns the OMPD build's breakpoint locations, from
+// its symbol table.
+func ompdBuildLocations(t *testing.T) map[string]location {
+	t.Helper()
+	lib := filepath.Join(fixture.OMPDLibDir(), "libomp.so")
+	f, err := elf.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	locs := map[string]location{}
+	for _, s := range syms {
+		if strings.HasPrefix(s.Name, "ompd_bp_") || s.Name == "ompd_dll_locations_valid" {
+			locs[s.Name] = location{lib: lib, addr: s.Value, size: s.Size}
+		}
+	}
+	return locs
+}
+
+// traceInterrupted: attach --trace on a program (exe, with env), then
+// SIGINT: ompd-inspect says it removed the breakpoints, no thread is left
+// traced, every location holds its original code, and the program goes
+// on to its own end.
+func traceInterrupted(t *testing.T, exe string, env []string, locs map[string]location) {
+	prog := exec.Command(exe, "hold")
+	prog.Env = append(append(os.Environ(), "OMP_DEBUG=enabled"), env...)
 	stdout, err := prog.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -604,7 +666,7 @@ func TestTraceInterrupted(t *testing.T) {
 			t.Errorf("thread %d: state %c, tracer %d after the interrupt", tid, state, tracer)
 		}
 	}
-	checkLocationsRestored(t, pid)
+	checkLocationsRestored(t, pid, locs)
 	// The program goes on: it finishes its hold loop on SIGUSR1.
 	if err := prog.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
@@ -619,20 +681,11 @@ func TestTraceInterrupted(t *testing.T) {
 	}
 }
 
-// checkLocationsRestored compares every OMPD breakpoint location's code
-// in the process's libomp with the library file: no int3 may be left.
-func checkLocationsRestored(t *testing.T, pid int) {
+// checkLocationsRestored compares the code of every OMPD breakpoint
+// location in the process's libomp with the library file: no int3 may be
+// left.
+func checkLocationsRestored(t *testing.T, pid int, locs map[string]location) {
 	t.Helper()
-	lib := filepath.Join(fixture.OMPDLibDir(), "libomp.so")
-	f, err := elf.Open(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
 	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
 		t.Fatal(err)
@@ -654,26 +707,31 @@ func checkLocationsRestored(t *testing.T, pid int) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	checked := 0
-	for _, s := range syms {
-		if !strings.HasPrefix(s.Name, "ompd_bp_") && s.Name != "ompd_dll_locations_valid" {
-			continue
-		}
-		sec := f.Sections[s.Section]
-		want, got := make([]byte, s.Size), make([]byte, s.Size)
-		if _, err := sec.ReadAt(want, int64(s.Value-sec.Addr)); err != nil {
+	for name, l := range locs {
+		want, got := make([]byte, l.size), make([]byte, l.size)
+		file, err := os.ReadFile(l.lib)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := mem.ReadAt(got, int64(base+s.Value)); err != nil {
+		im, err := elf.Open(l.lib)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sec := range im.Sections {
+			if sec.Type == elf.SHT_PROGBITS && sec.Flags&elf.SHF_ALLOC != 0 && l.addr >= sec.Addr && l.addr+l.size <= sec.Addr+sec.Size {
+				copy(want, file[sec.Offset+l.addr-sec.Addr:])
+			}
+		}
+		im.Close()
+		if _, err := mem.ReadAt(got, int64(base+l.addr)); err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s: code % x in the process, % x in %s", s.Name, got, want, lib)
+			t.Errorf("%s: code % x in the process, % x in %s", name, got, want, l.lib)
 		}
-		checked++
 	}
-	if checked != 7 {
-		t.Errorf("checked %d locations, want 7 (ompd_dll_locations_valid and 6 ompd_bp_*)", checked)
+	if len(locs) != 7 {
+		t.Errorf("checked %d locations, want 7 (ompd_dll_locations_valid and 6 ompd_bp_*)", len(locs))
 	}
 }
 
