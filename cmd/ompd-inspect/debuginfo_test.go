@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
@@ -61,5 +65,38 @@ func TestDebugFileSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("debuginfod", &r, filepath.Join(cache, stock19ID, "debuginfo"))
+	assertRunning(t, p)
+}
+
+// TestDebuginfodNotWhileStopped: with DEBUGINFOD_URLS set, attach asks
+// the servers before it stops the process, never while it holds it: a
+// server that records, at each request, whether the target is traced
+// sees it untraced every time.
+func TestDebuginfodNotWhileStopped(t *testing.T) {
+	p := fixture.Start(t, "nested", fixture.StartOptions{Stripped: true})
+	var mu sync.Mutex
+	var requests, whileTraced int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status, _ := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/status")
+		mu.Lock()
+		requests++
+		if !strings.Contains(string(status), "\nTracerPid:\t0\n") {
+			whileTraced++
+		}
+		mu.Unlock()
+		http.NotFound(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	cmd := exec.Command(builtCLI(t), "attach", strconv.Itoa(p.PID), "summary", "--json")
+	cmd.Env = append(os.Environ(), "DEBUGINFOD_URLS="+srv.URL, "DEBUGINFOD_CACHE_PATH="+t.TempDir())
+	if out, err := cmd.Output(); err != nil {
+		t.Fatalf("ompd-inspect: %v: %s\n%s", err, stderrOf(err), out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Debian's libomp has no debug file here: it at least was asked for.
+	if requests == 0 || whileTraced != 0 {
+		t.Errorf("%d requests, %d of them while the target was traced; want some, none while traced", requests, whileTraced)
+	}
 	assertRunning(t, p)
 }

@@ -141,11 +141,13 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 					return errors.New("--trace takes no view and no view flags")
 				}
 				tf.json = vf.json
-				images := imageOptions(debugDirs, stderr)
+				images, prefetch := liveImageOptions(debugDirs, stderr)
+				prefetch(pid)
 				tf.images = &images
 				return attachTrace(pid, tf, stderr, exitCode)
 			}
-			images := imageOptions(debugDirs, stderr)
+			images, prefetch := liveImageOptions(debugDirs, stderr)
+			prefetch(pid)
 			vf.images = &images
 			// From before the first ptrace request until the output is
 			// written, SIGINT, SIGTERM and SIGHUP end ompd-inspect with

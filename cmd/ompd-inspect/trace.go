@@ -124,7 +124,8 @@ func newRunCommand(stderr io.Writer, code *int) *cobra.Command {
 			}
 			stop := interruptOnSignals()
 			defer stop.release()
-			tc, err := ptrace.Launch(path, args, ptrace.LaunchOptions{Env: env, Images: imageOptions(debugDirs, stderr)})
+			images, _ := liveImageOptions(debugDirs, stderr) // the program is not started yet: nothing to prefetch
+			tc, err := ptrace.Launch(path, args, ptrace.LaunchOptions{Env: env, Images: images})
 			if err != nil {
 				return err
 			}

@@ -25,6 +25,8 @@ const MaxNesting = 256
 type Source struct {
 	Kind string // "process" or "core"
 	Core string // the core file's path, for cores
+
+	backend string // the backend asked for, set by Build
 }
 
 // Options says how to build a report.
@@ -46,6 +48,7 @@ type Options struct {
 // why. Only a target without threads, and a backend the caller asked for
 // that cannot be used, are errors.
 func Build(t target.Target, src Source, opts Options) (*Report, error) {
+	src.backend = opts.Backend
 	rt, err := FindRuntime(t)
 	if err != nil {
 		return degraded(t, src, nil, err)
@@ -105,6 +108,10 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 func degraded(t target.Target, src Source, rt *target.Module, why error) (*Report, error) {
 	if len(t.Threads()) == 0 {
 		return nil, why
+	}
+	if src.backend != "" && src.backend != backend.NameNative {
+		// The OMPD library the caller asked for has nothing to work on.
+		return nil, fmt.Errorf("the dll backend: %w", why)
 	}
 	r := Report{Target: TargetInfo{Kind: src.Kind, PID: t.PID(), Core: src.Core}}
 	if mods := t.Modules(); len(mods) > 0 {

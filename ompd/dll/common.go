@@ -112,11 +112,13 @@ func Locate(name, ldLibraryPath string) (string, error) {
 		return "", fmt.Errorf("%q is not a bare library name", name)
 	}
 	var dirs []string
-	for _, d := range strings.Split(ldLibraryPath, ":") {
-		if d == "" {
-			d = "." // an empty entry is the working directory, as for ld.so
+	if ldLibraryPath != "" {
+		for _, d := range strings.Split(ldLibraryPath, ":") {
+			if d == "" {
+				d = "." // an empty entry is the working directory, as for ld.so
+			}
+			dirs = append(dirs, d)
 		}
-		dirs = append(dirs, d)
 	}
 	dirs = append(dirs, ldSoConfDirs("/etc/ld.so.conf", map[string]bool{})...)
 	dirs = append(dirs, defaultLibDirs...)

@@ -34,8 +34,8 @@ func (c *Client) openCache() (*cache, error) {
 	dir := c.CacheDir
 	uid := os.Getuid()
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("debuginfod cache %s: %w", dir, err)
+		if err := makeCacheDir(dir, uid); err != nil {
+			return nil, err
 		}
 	}
 	resolved, err := filepath.EvalSymlinks(dir)
@@ -75,6 +75,59 @@ func unsafeCache(dir, resolved, path, why string) error {
 		return fmt.Errorf("debuginfod cache %s %s: %w; not used", where, why, ErrUnsafeCache)
 	}
 	return fmt.Errorf("debuginfod cache %s: %s %s: %w; not used", where, path, why, ErrUnsafeCache)
+}
+
+// makeCacheDir creates the cache directory dir and the directories
+// missing above it, one level at a time (mode 0700), only below an
+// existing directory that passes the ancestor rule, with every directory
+// above that one passing it too: nothing is created where someone else
+// could have pointed it.
+func makeCacheDir(dir string, uid int) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("debuginfod cache %s: %w", dir, err)
+	}
+	var missing []string
+	base := abs
+	for {
+		_, err := os.Lstat(base)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || base == filepath.Dir(base) {
+			return fmt.Errorf("debuginfod cache %s: %w", dir, err)
+		}
+		missing = append(missing, base)
+		base = filepath.Dir(base)
+	}
+	for p := base; ; p = filepath.Dir(p) {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("debuginfod cache %s: %w", dir, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return unsafeCache(dir, abs, p, "is a symbolic link")
+		}
+		if why := ancestor(fi, uid); why != "" {
+			return unsafeCache(dir, abs, p, why)
+		}
+		if p == filepath.Dir(p) {
+			break
+		}
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("debuginfod cache %s: %w", dir, err)
+		}
+		fi, err := os.Lstat(missing[i])
+		if err != nil {
+			return fmt.Errorf("debuginfod cache %s: %w", dir, err)
+		}
+		if why := ownDir(fi, uid); why != "" {
+			return unsafeCache(dir, abs, missing[i], why)
+		}
+	}
+	return nil
 }
 
 // ownDir returns why fi is not a directory of the cache: one the

@@ -278,6 +278,37 @@ func (c *Client) Fetcher(ctx context.Context) func(buildID string) (string, erro
 	return func(buildID string) (string, error) { return c.Fetch(ctx, buildID) }
 }
 
+// CachedFetcher returns a function for elf.OpenOptions.Fetch that only
+// looks in the cache (Cached), never asks a server, or nil when the
+// client is not enabled: for while a process is held stopped.
+func (c *Client) CachedFetcher() func(buildID string) (string, error) {
+	if !c.Enabled() {
+		return nil
+	}
+	return c.Cached
+}
+
+// Cached returns the path of the cache's valid copy of the debug file
+// with the given build-id, or "" and nil when the cache has none; it asks
+// no server. A client that is not enabled gives ErrNoServers and does not
+// touch the cache.
+func (c *Client) Cached(buildID string) (string, error) {
+	if err := checkBuildID(buildID); err != nil {
+		return "", err
+	}
+	if !c.Enabled() {
+		return "", ErrNoServers
+	}
+	if c.CacheDir == "" {
+		return "", fmt.Errorf("debuginfod: build-id %s: no cache directory", buildID)
+	}
+	cache, err := c.openCache()
+	if err != nil {
+		return "", err
+	}
+	return cache.lookup(buildID)
+}
+
 // Fetch returns the path of the debug file with the given build-id
 // (lowercase hex): the cache's copy when there is a valid one, else the
 // first server's answer, stored in the cache. Its errors wrap the

@@ -114,6 +114,13 @@ func (im *Image) findSeparate() (*Image, error) {
 				problems = append(problems, err.Error())
 				continue
 			}
+			// A CRC-32 is no proof of origin: when the image has a
+			// build-id, the debug file must carry the same.
+			if im.buildID != "" && d.buildID != im.buildID {
+				problems = append(problems, fmt.Sprintf("%s has build-id %q, want %s", p, d.buildID, im.buildID))
+				d.Close()
+				continue
+			}
 			return d, nil
 		}
 	}

@@ -59,6 +59,9 @@ func (im *Image) WriteSymbolFile(w io.Writer, syms []FileSymbol) error {
 	if note == nil {
 		return fmt.Errorf("%s has no .note.gnu.build-id section: a debug file could not be found for it by build-id", im.Path)
 	}
+	if len(secs)+4 >= int(elf.SHN_LORESERVE) {
+		return fmt.Errorf("%s has %d allocated sections, more than a symbol file can index", im.Path, len(secs)-1)
+	}
 	// Sections by address, to place each symbol.
 	sectionOf := func(sym FileSymbol) (uint16, bool) {
 		for i, s := range secs {
@@ -128,7 +131,16 @@ func (im *Image) WriteSymbolFile(w io.Writer, syms []FileSymbol) error {
 		if secs[i].data == nil {
 			continue
 		}
-		a := max(secs[i].hdr.Addralign, 1)
+		// The file's own alignments are not trusted: notes are 4-aligned,
+		// the tables 8, strings 1.
+		a := uint64(1)
+		switch elf.SectionType(secs[i].hdr.Type) {
+		case elf.SHT_NOTE:
+			a = 4
+		case elf.SHT_SYMTAB:
+			a = 8
+		}
+		secs[i].hdr.Addralign = a
 		off = (off + a - 1) / a * a
 		secs[i].hdr.Off, secs[i].hdr.Size = off, uint64(len(secs[i].data))
 		off += uint64(len(secs[i].data))
@@ -145,7 +157,7 @@ func (im *Image) WriteSymbolFile(w io.Writer, syms []FileSymbol) error {
 	eh.Ident[elf.EI_OSABI] = byte(im.ef.OSABI)
 	binary.Write(&buf, bo, eh)
 	ns := secs[noteIdx].hdr
-	binary.Write(&buf, bo, elf.Prog64{Type: uint32(elf.PT_NOTE), Flags: uint32(elf.PF_R), Off: ns.Off, Vaddr: ns.Addr, Paddr: ns.Addr, Filesz: ns.Size, Memsz: ns.Size, Align: max(ns.Addralign, 1)})
+	binary.Write(&buf, bo, elf.Prog64{Type: uint32(elf.PT_NOTE), Flags: uint32(elf.PF_R), Off: ns.Off, Vaddr: ns.Addr, Paddr: ns.Addr, Filesz: ns.Size, Memsz: ns.Size, Align: 4})
 	for _, s := range secs {
 		if s.data == nil {
 			continue

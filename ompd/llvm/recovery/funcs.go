@@ -88,7 +88,7 @@ func (r *recoverer) tracedFunction(name string) (uint64, error) {
 		if n := bytes.IndexByte(s, 0); n >= 0 {
 			s = s[:n]
 		}
-		if m := tracePrefix.FindSubmatch(s); m != nil && !strings.HasPrefix(string(m[1]), name) {
+		if m := tracePrefix.FindSubmatch(s); m != nil && !sameTraceName(string(m[1]), name) {
 			return 0, fmt.Errorf("the function at %#x that uses them also uses the trace strings of %s", f.start, m[1])
 		}
 	}
@@ -119,4 +119,12 @@ func (r *recoverer) refsToAny(addrs []uint64) []uint64 {
 		}
 	}
 	return out
+}
+
+// sameTraceName reports whether a trace string's prefix names the
+// function name: the name itself, or the name and a number (the runtime
+// numbers some of a function's traces: "__kmp_join_call1: ...").
+func sameTraceName(prefix, name string) bool {
+	rest, ok := strings.CutPrefix(prefix, name)
+	return ok && strings.Trim(rest, "0123456789") == ""
 }

@@ -64,13 +64,19 @@ type Knowledge struct {
 // Recover reads what OMPD needs from the stripped runtime im. It fails
 // when im is not a runtime with OMPD support whose ompd_init it can read;
 // globals it cannot confirm are left out with a warning.
-func Recover(im *elf.Image) (*Knowledge, error) {
+func Recover(im *elf.Image) (k *Knowledge, err error) {
+	// The file is the target's choice: a decoder's panic on it is an
+	// error, never a crash.
+	defer func() {
+		if p := recover(); p != nil {
+			k, err = nil, fmt.Errorf("%s: recovering what OMPD needs: malformed code or data: %v", im.Path, p)
+		}
+	}()
 	if im.Machine() != delf.EM_X86_64 {
 		return nil, fmt.Errorf("%s: recovery reads x86-64 code only, not %v", im.Path, im.Machine())
 	}
 	r := &recoverer{im: im, k: &Knowledge{BuildID: im.BuildID(), Symbols: map[string]uint64{}, Layout: map[string]uint64{}, Evidence: map[string]string{}}}
 	r.k.Release = knownReleases[r.k.BuildID].name
-	var err error
 	if r.text, err = im.SectionData(".text"); err != nil {
 		return nil, err
 	}
@@ -350,6 +356,7 @@ func (r *recoverer) set(name string, addr uint64, how string) {
 // is dropped.
 func (r *recoverer) checkOffsets() {
 	lay := r.k.Layout
+	ran := 0
 	type check struct {
 		fn     string
 		fields []string // the layout offsets (summed) of the last loads before ret
@@ -363,6 +370,7 @@ func (r *recoverer) checkOffsets() {
 			r.warn("checking the layout: %v", err)
 			continue
 		}
+		ran++
 		disps := lastLoadDisps(f, len(c.fields))
 		for i, expr := range c.fields {
 			var want uint64
@@ -375,6 +383,10 @@ func (r *recoverer) checkOffsets() {
 				return
 			}
 		}
+	}
+	if ran == 0 {
+		r.warn("no exported function to check the recovered layout against: the layout values are not used")
+		clear(lay)
 	}
 }
 
