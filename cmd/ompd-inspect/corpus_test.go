@@ -104,6 +104,7 @@ func TestCoreCorpus(t *testing.T) {
 				}
 			}
 			bt := reportOf(t, append(args, "bt")...)
+			matched := 0
 			for _, b := range bt.Backtraces {
 				if !slices.Contains(members, b.OSTID) || b.OSTID == ready.Int(t, "stuck") {
 					continue
@@ -117,6 +118,10 @@ func TestCoreCorpus(t *testing.T) {
 				if b.Activity != "barrier (explicit or end of worksharing)" || len(user) == 0 || user[0] != "team_body:"+strconv.Itoa(line) {
 					t.Errorf("thread %d: activity %q, user frames %q; want the barrier at team_body:%d", b.OSTID, b.Activity, user, line)
 				}
+				matched++
+			}
+			if matched != 3 {
+				t.Errorf("%d backtraces of the 3 threads in the barrier", matched)
 			}
 		})
 	}

@@ -28,9 +28,10 @@ func plantedLibrary(t *testing.T, dir, marker string) {
 	}
 }
 
-// runtimeCopy makes dir (mode 0755, owned by uid) hold a copy of the
-// OMPD-enabled libomp, and returns the directory.
-func runtimeCopy(t *testing.T, uid int) string {
+// runtimeCopy makes a directory (mode 0755, root's) hold a copy of the
+// OMPD-enabled libomp, and returns it; tests give it to another owner
+// themselves.
+func runtimeCopy(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "ompd-inspect-rt")
 	if err != nil {
@@ -75,7 +76,7 @@ func TestDLLTrust(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "planted-code-ran")
 
 	t.Run("planted by another user", func(t *testing.T) {
-		dir := runtimeCopy(t, 65534)
+		dir := runtimeCopy(t)
 		plantedLibrary(t, dir, marker)
 		for _, p := range []string{dir, filepath.Join(dir, "libomp.so"), filepath.Join(dir, "libompd.so")} {
 			if err := os.Chown(p, 65534, 65534); err != nil {
@@ -97,7 +98,7 @@ func TestDLLTrust(t *testing.T) {
 	})
 
 	t.Run("group-writable directory", func(t *testing.T) {
-		dir := runtimeCopy(t, 0)
+		dir := runtimeCopy(t)
 		plantedLibrary(t, dir, marker)
 		if err := os.Chmod(dir, 0o775); err != nil {
 			t.Fatal(err)
@@ -114,7 +115,7 @@ func TestDLLTrust(t *testing.T) {
 	})
 
 	t.Run("trusted", func(t *testing.T) {
-		dir := runtimeCopy(t, 0)
+		dir := runtimeCopy(t)
 		lib := filepath.Join(dir, "libompd.so")
 		fixture.CopyFile(t, fixture.LibompdPath(), lib)
 		if err := os.Chmod(lib, 0o755); err != nil {
@@ -134,7 +135,7 @@ func TestDLLTrust(t *testing.T) {
 	t.Run("named by the person", func(t *testing.T) {
 		// --ompd-library is the person's own choice: the rule does not
 		// apply to it (here a library in nobody's directory).
-		dir := runtimeCopy(t, 65534)
+		dir := runtimeCopy(t)
 		lib := filepath.Join(dir, "libompd.so")
 		fixture.CopyFile(t, fixture.LibompdPath(), lib)
 		for _, p := range []string{dir, lib} {

@@ -91,6 +91,11 @@ func (s *session) event(kind string, tid int, regs target.Registers) (done bool,
 		if !s.task(&ev, th) {
 			return false, Exit{}, nil
 		}
+	case KindThreadEnd:
+		// What the thread began and did not end never ends now; its id
+		// may come back for another thread.
+		s.regions.forget(tid)
+		s.tasks.forget(tid)
 	}
 	return s.emit(&ev)
 }

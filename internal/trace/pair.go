@@ -48,3 +48,7 @@ func (p opens) end(tid int, id string) (o open, ok bool) {
 	}
 	return open{}, false
 }
+
+// forget drops what thread tid began and has not ended: the thread has
+// ended (an OS thread id can be reused by a later thread).
+func (p opens) forget(tid int) { delete(p, tid) }

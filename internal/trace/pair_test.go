@@ -126,3 +126,17 @@ func TestOpensRegions(t *testing.T) {
 		t.Errorf("left open: %v", p)
 	}
 }
+
+// TestOpensForget: what an ended thread began is not paired with an end
+// on a later thread that reuses its id.
+func TestOpensForget(t *testing.T) {
+	p := make(opens)
+	p.begin(7, open{id: "0xa", time: 1})
+	p.forget(7)
+	if o, ok := p.end(7, "0xa"); ok {
+		t.Errorf("end after forget paired with %+v", o)
+	}
+	if len(p) != 0 {
+		t.Errorf("%d threads left open", len(p))
+	}
+}

@@ -42,6 +42,9 @@ func (c *Client) client() *http.Client {
 				if s := req.URL.Scheme; s != "http" && s != "https" {
 					return fmt.Errorf("redirect to %s refused: scheme %q is not http or https", req.URL.Redacted(), s)
 				}
+				if len(via) > 0 && via[len(via)-1].URL.Scheme == "https" && req.URL.Scheme == "http" {
+					return fmt.Errorf("redirect to %s refused: from https to http", req.URL.Redacted())
+				}
 				return nil
 			},
 		}
