@@ -1,0 +1,289 @@
+package gomp
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+)
+
+// runtimeHint names libgomp to Callbacks.SymbolAddr.
+const runtimeHint = "libgomp"
+
+// AddressSpace is libgomp's state in one stopped target: its release, the
+// layout of its structures, where its thread state and globals are.
+type AddressSpace struct {
+	cb ompd.Callbacks
+	m  *mem
+
+	// Image is what libgomp's loaded image says (version nodes, build-id).
+	Image *Image
+	// Release is the GCC release identified.
+	Release Release
+	// Layout holds the offsets in use: the release's table less what the
+	// code contradicted, or, for an unknown release, what the code showed.
+	Layout *Layout
+	// Confirmed lists the layout keys libgomp's code confirmed.
+	Confirmed []string
+	// TLSOffset is the address of gomp_tls_data (a thread's struct
+	// gomp_thread) minus the thread pointer, the same for every thread
+	// (initial-exec TLS).
+	TLSOffset int64
+	// GlobalICV, CancelVar and MaxTaskPriorityVar are the addresses of
+	// gomp_global_icv, gomp_cancel_var and gomp_max_task_priority_var, 0
+	// when the code did not show them.
+	GlobalICV, CancelVar, MaxTaskPriorityVar uint64
+	// Warnings says what was dropped or could not be checked.
+	Warnings []string
+}
+
+// check is one offset, or a sum of offsets, that an exported function's
+// code uses.
+type check struct {
+	fn    string
+	keys  []string
+	found int64
+}
+
+// NewAddressSpace finds libgomp through cb: its release (version nodes,
+// build-id), its layout table, and checks the table against the offsets
+// its exported functions use. It fails only when the thread state cannot be
+// found at all (no omp_get_thread_num, or its code is not the expected
+// one); the rest degrades with warnings.
+func NewAddressSpace(cb ompd.Callbacks) (*AddressSpace, error) {
+	as := &AddressSpace{cb: cb, m: &mem{cb}}
+	tn, err := cb.SymbolAddr("omp_get_thread_num", runtimeHint)
+	if err != nil {
+		return nil, fmt.Errorf("libgomp: omp_get_thread_num: %w", err)
+	}
+	img, err := as.m.readImage(tn)
+	if err != nil {
+		as.warnf("libgomp's ELF image: %v", err)
+	}
+	if img == nil {
+		img = &Image{}
+	}
+	as.Image = img
+	as.Release, err = identify(img)
+	if err != nil {
+		return nil, fmt.Errorf("libgomp: release tables: %w", err)
+	}
+	if as.Release.Major != 0 {
+		as.Layout, err = LayoutFor(as.Release.Major)
+		if err != nil {
+			as.warnf("libgomp of GCC %d: %v; only the offsets its code confirms are used", as.Release.Major, err)
+		}
+	} else {
+		as.warnf("unknown libgomp release (version node %q, build-id %q): only the offsets its code confirms are used", as.Release.Node, img.BuildID)
+	}
+	if as.Layout == nil {
+		as.Layout = &Layout{vals: map[string]int64{}}
+	}
+
+	// The TLS offset of gomp_tls_data: the GOT slot omp_get_thread_num
+	// reads.
+	code, err := as.m.decodeAt(tn)
+	if err != nil && code == nil {
+		return nil, fmt.Errorf("libgomp: omp_get_thread_num: %w", err)
+	}
+	slot, ok := gotSlot(code)
+	if !ok {
+		return nil, errors.New("libgomp: omp_get_thread_num does not read a TLS offset from the GOT")
+	}
+	off, err := as.m.u64(slot)
+	if err != nil {
+		return nil, fmt.Errorf("libgomp: the GOT slot of gomp_tls_data at %#x: %w", slot, err)
+	}
+	as.TLSOffset = int64(off)
+
+	as.runChecks(tn, code)
+	return as, nil
+}
+
+func (as *AddressSpace) warnf(format string, args ...any) {
+	as.Warnings = append(as.Warnings, fmt.Sprintf(format, args...))
+}
+
+// code decodes an exported function, nil with a warning when it cannot.
+func (as *AddressSpace) code(fn string) []inst {
+	addr, err := as.cb.SymbolAddr(fn, runtimeHint)
+	if err != nil {
+		as.warnf("libgomp: %s: %v", fn, err)
+		return nil
+	}
+	c, err := as.m.decodeAt(addr)
+	if err != nil {
+		as.warnf("libgomp: code of %s: %v", fn, err)
+		return nil
+	}
+	return c
+}
+
+// runChecks collects what the exported getters reveal and applies it.
+func (as *AddressSpace) runChecks(tnAddr uint64, tn []inst) {
+	var checks []check
+	add := func(fn string, found int64, ok bool, keys ...string) {
+		if !ok {
+			as.warnf("libgomp: %s's code does not show %s", fn, strings.Join(keys, "+"))
+			return
+		}
+		checks = append(checks, check{fn: fn, keys: keys, found: found})
+	}
+	const (
+		ts    = "gomp_thread.ts"
+		task  = "gomp_thread.task"
+		icv   = "gomp_task.icv"
+		ticv  = "gomp_task_icv."
+		state = "gomp_team_state."
+	)
+	// Order matters for an unknown release: each check may derive the one
+	// key it lacks from the keys the earlier ones confirmed.
+	if c := as.code("omp_get_team_size"); c != nil {
+		imms := positive(addImms(c))
+		add("omp_get_team_size", at(imms, 0), len(imms) >= 2, ts)
+		add("omp_get_team_size", at(imms, 1), len(imms) >= 2, "gomp_team.prev_ts")
+	}
+	if c := as.code("omp_get_ancestor_thread_num"); c != nil {
+		l := plainLoads(c)
+		add("omp_get_ancestor_thread_num", at(l, len(l)-1), len(l) > 0, state+"team_id")
+	}
+	d, ok := fsDisp(tn)
+	add("omp_get_thread_num", d, ok, ts, state+"team_id")
+	for fn, key := range map[string]string{"omp_get_level": state + "level", "omp_get_active_level": state + "active_level"} {
+		if c := as.code(fn); c != nil {
+			d, ok := fsDisp(c)
+			add(fn, d, ok, ts, key)
+		}
+	}
+	if c := as.code("omp_get_num_threads"); c != nil {
+		d, ok := fsDisp(c)
+		add("omp_get_num_threads", d, ok, ts, state+"team")
+		l := plainLoads(c)
+		add("omp_get_num_threads", at(l, 0), len(l) > 0, "gomp_team.nthreads")
+	}
+	if c := as.code("omp_get_max_threads"); c != nil {
+		d, ok := fsDisp(c)
+		add("omp_get_max_threads", d, ok, task)
+		d, ok = leaBase(c)
+		add("omp_get_max_threads", d, ok, icv)
+		l := plainLoads(c)
+		add("omp_get_max_threads", at(l, len(l)-1), len(l) > 0, ticv+"nthreads_var")
+		if a, ok := ripAddr(c, true); ok {
+			as.GlobalICV = a
+		} else {
+			as.warnf("libgomp: omp_get_max_threads's code does not show gomp_global_icv")
+		}
+	}
+	if c := as.code("omp_get_schedule"); c != nil {
+		l := plainLoads(c)
+		add("omp_get_schedule", at(l, 0), len(l) >= 2, ticv+"run_sched_var")
+		add("omp_get_schedule", at(l, 1), len(l) >= 2, ticv+"run_sched_chunk_size")
+	}
+	for fn, key := range map[string]string{
+		"omp_get_default_device":    "default_device_var",
+		"omp_get_thread_limit":      "thread_limit_var",
+		"omp_get_dynamic":           "dyn_var",
+		"omp_get_max_active_levels": "max_active_levels_var",
+		"omp_get_proc_bind":         "bind_var",
+	} {
+		if c := as.code(fn); c != nil {
+			l := plainLoads(c)
+			add(fn, at(l, len(l)-1), len(l) > 0, ticv+key)
+		}
+	}
+	if c := as.code("omp_in_final"); c != nil {
+		l := plainLoads(c)
+		add("omp_in_final", at(l, len(l)-1), len(l) > 0, "gomp_task.final_task")
+	}
+	if c := as.code("GOMP_barrier"); c != nil {
+		d, ok := fsDisp(c)
+		add("GOMP_barrier", d, ok, ts, state+"team")
+		imms := positive(addImms(c))
+		add("GOMP_barrier", at(imms, 0), len(imms) > 0, "gomp_team.barrier")
+	}
+	if c := as.code("omp_get_cancellation"); c != nil {
+		as.CancelVar, _ = ripAddr(c, false)
+	}
+	if c := as.code("omp_get_max_task_priority"); c != nil {
+		as.MaxTaskPriorityVar, _ = ripAddr(c, false)
+	}
+	// Sort the checks so that a release without a table derives in a
+	// stable order: checks of fewer keys first.
+	sort.SliceStable(checks, func(i, j int) bool { return len(checks[i].keys) < len(checks[j].keys) })
+	as.apply(checks)
+}
+
+// apply compares each check with the layout. All keys known: equal confirms
+// them, different drops them with a warning. One key unknown: the code
+// gives it.
+func (as *AddressSpace) apply(checks []check) {
+	l := as.Layout
+	confirmed := map[string]bool{}
+	dropped := map[string]bool{}
+	for _, c := range checks {
+		var sum int64
+		missing := ""
+		nmissing := 0
+		for _, k := range c.keys {
+			if v, ok := l.vals[k]; ok {
+				sum += v
+			} else {
+				missing = k
+				nmissing++
+			}
+		}
+		switch {
+		case nmissing == 0 && sum == c.found:
+			for _, k := range c.keys {
+				confirmed[k] = true
+			}
+		case nmissing == 0:
+			as.warnf("libgomp: %s uses %d for %s, the layout says %d: dropped", c.fn, c.found, strings.Join(c.keys, "+"), sum)
+			for _, k := range c.keys {
+				delete(l.vals, k)
+				dropped[k] = true
+			}
+		case nmissing == 1 && !dropped[missing]:
+			l.vals[missing] = c.found - sum
+			confirmed[missing] = true
+			for _, k := range c.keys {
+				confirmed[k] = true
+			}
+		}
+	}
+	// A confirmed key that a later check dropped is not confirmed.
+	for k := range dropped {
+		delete(confirmed, k)
+	}
+	if l.Release == 0 {
+		// Unknown release: keep only what the code showed.
+		for k := range l.vals {
+			if !confirmed[k] {
+				delete(l.vals, k)
+			}
+		}
+	}
+	for k := range confirmed {
+		as.Confirmed = append(as.Confirmed, k)
+	}
+	sort.Strings(as.Confirmed)
+}
+
+func positive(v []int64) []int64 {
+	var out []int64
+	for _, x := range v {
+		if x > 0 {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func at(v []int64, i int) int64 {
+	if i < 0 || i >= len(v) {
+		return 0
+	}
+	return v[i]
+}

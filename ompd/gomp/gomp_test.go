@@ -1,0 +1,291 @@
+package gomp
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/core"
+	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
+)
+
+// teamsEnv are the ICVs the environment sets for teams.c.
+var teamsEnv = []string{
+	"OMP_WAIT_POLICY=passive", "OMP_MAX_ACTIVE_LEVELS=3", "OMP_SCHEDULE=dynamic,2",
+	"OMP_THREAD_LIMIT=12", "OMP_MAX_TASK_PRIORITY=5", "OMP_CANCELLATION=true",
+	"OMP_NUM_THREADS=4", "OMP_PROC_BIND=false",
+}
+
+// build compiles a fixture of testdata/gomp with gcc-12 (or gfortran-12).
+func build(t *testing.T, out string, compiler string, srcs ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath(compiler); err != nil {
+		t.Skipf("%s not installed (scripts/setup.sh): %v", compiler, err)
+	}
+	dir := filepath.Join(fixture.RepoRoot(t), "testdata", "gomp")
+	exe := filepath.Join(t.TempDir(), out)
+	args := []string{"-g", "-O1", "-fopenmp", "-o", exe}
+	for _, s := range srcs {
+		args = append(args, filepath.Join(dir, s))
+	}
+	cmd := exec.Command(compiler, args...)
+	if o, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", compiler, args, err, o)
+	}
+	return exe
+}
+
+// record is what a thread said about itself (testdata/gomp/record.h).
+type record struct {
+	num, level, active                          int
+	sizes, anc                                  []int
+	nthreads, sched, chunk, dyn, tlimit, maxact int
+	bind, device, cancel, maxprio, final        int
+}
+
+func parseRecord(t *testing.T, s string) record {
+	t.Helper()
+	f := strings.Split(s, ",")
+	if len(f) != 16 {
+		t.Fatalf("record %q has %d fields", s, len(f))
+	}
+	n := func(i int) int {
+		v, err := strconv.Atoi(f[i])
+		if err != nil {
+			t.Fatalf("record %q field %d: %v", s, i, err)
+		}
+		return v
+	}
+	list := func(i int) []int {
+		if f[i] == "-" {
+			return nil
+		}
+		var out []int
+		for _, x := range strings.Split(f[i], "/") {
+			v, err := strconv.Atoi(x)
+			if err != nil {
+				t.Fatalf("record %q field %d: %v", s, i, err)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	return record{num: n(0), level: n(1), active: n(2), sizes: list(3), anc: list(4),
+		nthreads: n(5), sched: n(6), chunk: n(7), dyn: n(8), tlimit: n(9), maxact: n(10),
+		bind: n(11), device: n(12), cancel: n(13), maxprio: n(14), final: n(15)}
+}
+
+// checkTarget compares what the package reads from tg with the program's
+// own record (READY).
+func checkTarget(t *testing.T, tg target.Target, ready fixture.Ready) {
+	t.Helper()
+	cb, err := newTestCallbacks(tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := NewAddressSpace(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as.Release.Major != 12 || !as.Release.ByBuildID || as.Release.Node != "GOMP_5.1" {
+		t.Errorf("release %+v, want GCC 12 by build-id, node GOMP_5.1", as.Release)
+	}
+	if len(as.Warnings) != 0 {
+		t.Errorf("warnings: %q", as.Warnings)
+	}
+	for _, k := range []string{"gomp_thread.ts", "gomp_thread.task", "gomp_task.icv", "gomp_team.prev_ts",
+		"gomp_team.barrier", "gomp_team_state.team_id", "gomp_task_icv.bind_var", "gomp_task.final_task"} {
+		if !contains(as.Confirmed, k) {
+			t.Errorf("%s not confirmed by code (confirmed: %v)", k, as.Confirmed)
+		}
+	}
+	if as.GlobalICV == 0 || as.CancelVar == 0 || as.MaxTaskPriorityVar == 0 {
+		t.Errorf("globals not found: icv %#x cancel %#x prio %#x", as.GlobalICV, as.CancelVar, as.MaxTaskPriorityVar)
+	}
+
+	idle := map[int]bool{}
+	for _, s := range strings.Split(ready["idle"], ",") {
+		v, _ := strconv.Atoi(s)
+		idle[v] = true
+	}
+	byTID := map[int]*Thread{}
+	for _, th := range tg.Threads() {
+		g, err := as.Thread(th.ThreadPointer())
+		if err != nil {
+			t.Fatalf("thread %d: %v", th.TID, err)
+		}
+		byTID[th.TID] = g
+	}
+	if len(byTID) != 3+6 {
+		t.Errorf("%d threads, want 9", len(byTID))
+	}
+	for tid := range idle {
+		g := byTID[tid]
+		if g == nil || !g.Idle || g.Team != 0 || g.StaleTeam == 0 {
+			t.Errorf("thread %d: %+v, want an idle pool worker", tid, g)
+		}
+	}
+	var b1Implicit uint64 // implicit task of thread 0 of team B1
+	var b1Team uint64
+	var xRunner *Thread
+	for key, val := range ready {
+		if !strings.HasPrefix(key, "t") || key == "idle" {
+			continue
+		}
+		tid, err := strconv.Atoi(key[1:])
+		if err != nil {
+			continue
+		}
+		want := parseRecord(t, val)
+		g := byTID[tid]
+		if g == nil {
+			t.Errorf("no thread %d", tid)
+			continue
+		}
+		if g.Idle || g.TeamID != want.num || g.Level != want.level || g.ActiveLevel != want.active {
+			t.Errorf("thread %d: idle %v (%s) num %d level %d active %d, want num %d level %d active %d",
+				tid, g.Idle, g.IdleReason, g.TeamID, g.Level, g.ActiveLevel, want.num, want.level, want.active)
+		}
+		if want.level > 0 {
+			teams, err := as.Ancestors(g.Team)
+			if err != nil || len(teams) != want.level {
+				t.Fatalf("thread %d: %d teams (%v), want %d", tid, len(teams), err, want.level)
+			}
+			if teams[0].Members[g.TeamID] != g.Addr {
+				t.Errorf("thread %d: not member %d of its team", tid, g.TeamID)
+			}
+			for l := 1; l <= want.level; l++ {
+				tm := teams[want.level-l]
+				if tm.NThreads != want.sizes[l-1] || tm.Level != l {
+					t.Errorf("thread %d: team at level %d: size %d level %d, want size %d", tid, l, tm.NThreads, tm.Level, want.sizes[l-1])
+				}
+				anc := g.TeamID
+				if l < want.level {
+					anc = teams[want.level-l-1].ParentThreadNum
+				}
+				if anc != want.anc[l-1] {
+					t.Errorf("thread %d: ancestor at level %d is %d, want %d", tid, l, anc, want.anc[l-1])
+				}
+			}
+		} else if g.Team != 0 {
+			t.Errorf("thread %d: team %#x at level 0", tid, g.Team)
+		}
+		ic, err := as.ICVsOf(g)
+		if err != nil {
+			t.Fatalf("thread %d: %v", tid, err)
+		}
+		got := record{num: want.num, level: want.level, active: want.active, sizes: want.sizes, anc: want.anc,
+			nthreads: int(ic.NThreads), sched: int(ic.RunSched), chunk: int(ic.Chunk), dyn: b2i(ic.Dyn),
+			tlimit: int(ic.ThreadLimitValue()), maxact: ic.MaxActiveLevels, bind: int(ic.Bind),
+			device: int(ic.DefaultDevice), cancel: ic.Cancel, maxprio: ic.MaxTaskPriority}
+		if g.Task != 0 {
+			task, err := as.Task(g.Task)
+			if err != nil {
+				t.Fatalf("thread %d: %v", tid, err)
+			}
+			got.final = b2i(task.Final)
+			if task.Kind == TaskTied {
+				xRunner = g
+				b1Implicit = task.Parent
+			}
+		}
+		if !equalRecord(got, want) {
+			t.Errorf("thread %d: ICVs\n got %+v\nwant %+v", tid, got, want)
+		}
+		if want.level == 2 && want.anc[0] == 1 && want.num == 0 {
+			b1Team = g.Team
+		}
+		if want.level == 2 && want.anc[0] == 0 && want.num == 2 {
+			if w, err := as.WaitOf(g.TP); err != nil || w.Kind != WaitBarrier {
+				t.Errorf("thread %d (in the explicit barrier): wait %+v %v", tid, w, err)
+			}
+		}
+	}
+	// Tasks: X runs (tied, on thread 1 of B1), Y and a final Z queued in B1's
+	// team queue, children of B1.0's implicit task.
+	if xRunner == nil || b1Team == 0 {
+		t.Fatalf("no thread runs task X (%v) or no team B1 (%#x)", xRunner, b1Team)
+	}
+	if xRunner.Team != b1Team || xRunner.TeamID != 1 {
+		t.Errorf("task X runs on thread %d of team %#x, want 1 of %#x", xRunner.TeamID, xRunner.Team, b1Team)
+	}
+	if impl, _ := as.ImplicitTask(b1Team, 0); impl != b1Implicit {
+		t.Errorf("task X's parent %#x, want thread 0's implicit task %#x", b1Implicit, impl)
+	}
+	queued, err := as.TeamQueue(b1Team)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nq, _ := strconv.Atoi(ready["queued"])
+	if len(queued) != nq {
+		t.Fatalf("%d tasks queued in team B1, want %d", len(queued), nq)
+	}
+	finals := 0
+	for _, q := range queued {
+		task, err := as.Task(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if task.Kind != TaskWaiting || task.Parent != b1Implicit || task.Fn == 0 {
+			t.Errorf("queued task %+v: want waiting, parent %#x, with fn", task, b1Implicit)
+		}
+		finals += b2i(task.Final)
+	}
+	if finals != 1 {
+		t.Errorf("%d final tasks queued, want 1", finals)
+	}
+	children, err := as.ChildrenQueue(b1Implicit)
+	if err != nil || len(children) != nq+1 {
+		t.Errorf("children of B1.0's implicit task: %d (%v), want %d", len(children), err, nq+1)
+	}
+}
+
+func equalRecord(a, b record) bool {
+	return a.nthreads == b.nthreads && a.sched == b.sched && a.chunk == b.chunk && a.dyn == b.dyn &&
+		a.tlimit == b.tlimit && a.maxact == b.maxact && a.bind == b.bind && a.device == b.device &&
+		a.cancel == b.cancel && a.maxprio == b.maxprio && a.final == b.final
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func contains(s []string, x string) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTeamsLiveAndGcore: teams.c (gcc-12) live under ptrace, then from a
+// gcore core of the same state.
+func TestTeamsLiveAndGcore(t *testing.T) {
+	exe := build(t, "teams", "gcc-12", "teams.c")
+	p := fixture.Start(t, "teams", fixture.StartOptions{Exe: exe, Env: teamsEnv})
+	t.Run("live", func(t *testing.T) {
+		proc, err := ptrace.Attach(p.PID, ptrace.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer proc.Close()
+		checkTarget(t, proc, p.Ready)
+	})
+	t.Run("gcore", func(t *testing.T) {
+		path := p.Gcore(t)
+		c, err := core.Open(path, core.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		checkTarget(t, c, p.Ready)
+	})
+}
