@@ -24,7 +24,7 @@ var teamsEnv = []string{
 func build(t *testing.T, out string, compiler string, srcs ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath(compiler); err != nil {
-		t.Skipf("%s not installed (scripts/setup.sh): %v", compiler, err)
+		t.Fatalf("%s not installed (run scripts/setup.sh): %v", compiler, err)
 	}
 	dir := filepath.Join(fixture.RepoRoot(t), "testdata", "gomp")
 	exe := filepath.Join(t.TempDir(), out)
@@ -304,9 +304,6 @@ func TestTeamsLiveAndGcore(t *testing.T) {
 // TestFortranLiveAndGcore: fteams.f90 (gfortran-12), two levels of teams,
 // live and from a gcore core.
 func TestFortranLiveAndGcore(t *testing.T) {
-	if _, err := exec.LookPath("gcc-12"); err != nil {
-		t.Skip("gcc-12 not installed")
-	}
 	exe := build(t, "fteams", "gfortran-12", "fteams.f90", "frecord.c")
 	p := fixture.Start(t, "fteams", fixture.StartOptions{Exe: exe, Env: []string{
 		"OMP_WAIT_POLICY=passive", "OMP_MAX_ACTIVE_LEVELS=2", "OMP_NUM_THREADS=2"}})
