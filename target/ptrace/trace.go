@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -994,6 +996,13 @@ func (t *Tracee) detachAll() []error {
 			if err := clearWatch(tid); err != nil && !errors.Is(err, unix.ESRCH) {
 				errs = append(errs, fmt.Errorf("process %d: clearing the watch of thread %d: %w", t.pid, tid, err))
 			}
+			// The watched write may have happened just before the thread
+			// was stopped: its debug trap (SIGTRAP) is then pending, and
+			// delivered after the detach it would kill the program. Let
+			// it arrive while traced, and drop it.
+			if err := t.drainWatchTrap(tid); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if th.hit != 0 {
 			if err := t.stepOverReturn(th); err != nil {
@@ -1109,6 +1118,37 @@ func (t *Tracee) WatchWrite(tid int, addr uint64) error {
 		th.watching = true
 	})
 	return err
+}
+
+// drainWatchTrap takes the SIGTRAP pending for the stopped thread tid,
+// if there is one, and leaves the thread stopped without it.
+func (t *Tracee) drainWatchTrap(tid int) error {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", t.pid, tid))
+	if err != nil {
+		return nil // the thread is gone
+	}
+	pending := false
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "SigPnd:"); ok {
+			if m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64); err == nil && m&(1<<(unix.SIGTRAP-1)) != 0 {
+				pending = true
+			}
+		}
+	}
+	if !pending {
+		return nil
+	}
+	if err := unix.PtraceCont(tid, 0); err != nil {
+		return fmt.Errorf("process %d: resuming thread %d into its pending trap: %w", t.pid, tid, err)
+	}
+	ws, err := waitPid(tid, unix.WALL|unix.WNOTHREAD)
+	if err != nil {
+		return fmt.Errorf("process %d: waiting for thread %d's pending trap: %w", t.pid, tid, err)
+	}
+	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
+		return fmt.Errorf("process %d: thread %d stopped with %v instead of its pending trap", t.pid, tid, ws)
+	}
+	return nil
 }
 
 // clearWatch disables the thread's debug registers.
