@@ -134,15 +134,7 @@ func TestCoreCorpus(t *testing.T) {
 func TestLayoutMemoryDiffers(t *testing.T) {
 	dir := filepath.Join(fixture.RepoRoot(t), "testdata", "cores")
 	lib := fixture.StockLibomp(19)
-	im, err := elf.Open(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer im.Close()
-	k, err := recovery.Recover(im)
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, _ := recoverStock(t, lib)
 	// The block as ompd_init wrote it: the values in address order.
 	type slot struct {
 		name string
@@ -182,4 +174,20 @@ func TestLayoutMemoryDiffers(t *testing.T) {
 			t.Errorf("thread %d is called an OpenMP thread without OpenMP state", b.OSTID)
 		}
 	}
+}
+
+// recoverStock recovers what OMPD needs from the stripped runtime lib; the
+// image stays open until the test ends.
+func recoverStock(t *testing.T, lib string) (*recovery.Knowledge, *elf.Image) {
+	t.Helper()
+	im, err := elf.Open(lib)
+	if err != nil {
+		t.Fatalf("%v (run scripts/setup.sh)", err)
+	}
+	t.Cleanup(func() { im.Close() })
+	k, err := recovery.Recover(im)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, im
 }

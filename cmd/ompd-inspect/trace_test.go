@@ -22,8 +22,6 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
 	"github.com/ompd-inspect/ompd-inspect/internal/trace"
-	"github.com/ompd-inspect/ompd-inspect/ompd/llvm/recovery"
-	telf "github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
 // traceHangGuard bounds one traced run; it only keeps a broken build from
@@ -559,15 +557,7 @@ func TestTraceInterrupted(t *testing.T) {
 	t.Run("Debian 19", func(t *testing.T) {
 		// attach --trace on a stripped runtime: its locations recovered.
 		lib := fixture.StockLibomp(19)
-		im, err := telf.Open(lib)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer im.Close()
-		k, err := recovery.Recover(im)
-		if err != nil {
-			t.Fatal(err)
-		}
+		k, im := recoverStock(t, lib)
 		locs := map[string]location{}
 		for _, s := range k.FileSymbols(im) {
 			if strings.HasPrefix(s.Name, "ompd_bp_") || s.Name == "ompd_dll_locations_valid" {
@@ -691,9 +681,10 @@ func checkLocationsRestored(t *testing.T, pid int, locs map[string]location) {
 		t.Fatal(err)
 	}
 	var base uint64
+	rt := runtimeMapping(t, pid)
 	for _, l := range strings.Split(string(maps), "\n") {
 		f := strings.Fields(l)
-		if len(f) >= 6 && f[5] == runtimeMapping(t, pid) && f[2] == "00000000" {
+		if len(f) >= 6 && f[5] == rt && f[2] == "00000000" {
 			start, _, _ := strings.Cut(f[0], "-")
 			base, _ = strconv.ParseUint(start, 16, 64)
 			break
@@ -707,22 +698,25 @@ func checkLocationsRestored(t *testing.T, pid int, locs map[string]location) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
+	// Every location is in the one runtime file.
+	var lib string
+	for _, l := range locs {
+		lib = l.lib
+	}
+	file, err := elf.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
 	for name, l := range locs {
 		want, got := make([]byte, l.size), make([]byte, l.size)
-		file, err := os.ReadFile(l.lib)
-		if err != nil {
-			t.Fatal(err)
-		}
-		im, err := elf.Open(l.lib)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, sec := range im.Sections {
+		for _, sec := range file.Sections {
 			if sec.Type == elf.SHT_PROGBITS && sec.Flags&elf.SHF_ALLOC != 0 && l.addr >= sec.Addr && l.addr+l.size <= sec.Addr+sec.Size {
-				copy(want, file[sec.Offset+l.addr-sec.Addr:])
+				if _, err := sec.ReadAt(want, int64(l.addr-sec.Addr)); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-		im.Close()
 		if _, err := mem.ReadAt(got, int64(base+l.addr)); err != nil {
 			t.Fatal(err)
 		}

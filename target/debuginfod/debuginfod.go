@@ -293,20 +293,28 @@ func (c *Client) CachedFetcher() func(buildID string) (string, error) {
 // no server. A client that is not enabled gives ErrNoServers and does not
 // touch the cache.
 func (c *Client) Cached(buildID string) (string, error) {
+	_, p, err := c.cached(buildID)
+	return p, err
+}
+
+// cached checks buildID, opens the cache and looks the file up in it:
+// what Cached and Fetch do first.
+func (c *Client) cached(buildID string) (*cache, string, error) {
 	if err := checkBuildID(buildID); err != nil {
-		return "", err
+		return nil, "", err
 	}
 	if !c.Enabled() {
-		return "", ErrNoServers
+		return nil, "", ErrNoServers
 	}
 	if c.CacheDir == "" {
-		return "", fmt.Errorf("debuginfod: build-id %s: no cache directory", buildID)
+		return nil, "", fmt.Errorf("debuginfod: build-id %s: no cache directory", buildID)
 	}
-	cache, err := c.openCache()
+	k, err := c.openCache()
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	return cache.lookup(buildID)
+	p, err := k.lookup(buildID)
+	return k, p, err
 }
 
 // Fetch returns the path of the debug file with the given build-id
@@ -315,23 +323,9 @@ func (c *Client) Cached(buildID string) (string, error) {
 // package's Err values and name the build-id, the server or the cache
 // path.
 func (c *Client) Fetch(ctx context.Context, buildID string) (string, error) {
-	if err := checkBuildID(buildID); err != nil {
-		return "", err
-	}
-	if !c.Enabled() {
-		return "", ErrNoServers
-	}
-	if c.CacheDir == "" {
-		return "", fmt.Errorf("debuginfod: build-id %s: no cache directory", buildID)
-	}
-	cache, err := c.openCache()
-	if err != nil {
-		return "", err
-	}
-	if p, err := cache.lookup(buildID); err != nil {
-		return "", err
-	} else if p != "" {
-		return p, nil
+	cache, p, err := c.cached(buildID)
+	if err != nil || p != "" {
+		return p, err
 	}
 	var errs []error
 	allNotFound := true
