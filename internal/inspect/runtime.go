@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/gomp"
 	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
@@ -43,7 +44,7 @@ func FindRuntime(t target.Target) (*target.Module, error) {
 		if FamilyOf(m) != nil {
 			return m, nil
 		}
-		if _, ok := m.Image.Symbol("GOMP_parallel"); ok && gomp == nil {
+		if gomp == nil && unread(m) {
 			gomp = m
 		}
 	}
@@ -68,6 +69,20 @@ func HasOMPDSymbols(m *target.Module) bool {
 	if m.Image == nil {
 		return false
 	}
-	_, ok := m.Image.Symbol("ompd_sizeof__kmp_info_t")
-	return ok
+	return llvm.HasLayoutSymbols(func(name string) bool { _, ok := m.Image.Symbol(name); return ok })
+}
+
+// unreadFamilies are the runtime families ompd-inspect recognizes but
+// does not read yet: a program on one is told so.
+var unreadFamilies = []ompd.Family{gomp.Family}
+
+// unread reports whether m is the runtime of a family not read yet.
+func unread(m *target.Module) bool {
+	has := func(name string) bool { _, ok := m.Image.Symbol(name); return ok }
+	for _, f := range unreadFamilies {
+		if f.Recognizes(has) {
+			return true
+		}
+	}
+	return false
 }

@@ -363,7 +363,7 @@ func (s *session) armRuntime() error {
 // at the first event instead, it would delay the first region by as much
 // as the parsing takes and spoil its measured time.
 func (s *session) warmUp(rt *target.Module) {
-	_, _ = s.cb.TypeSize("kmp_taskdata_t")
+	llvm.WarmTypes(s.cb)
 	if mods, _ := s.tc.Modules(); len(mods) > 0 && mods[0].Image != nil && mods[0] != rt {
 		mods[0].Image.FuncAt(0)
 	}

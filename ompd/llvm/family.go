@@ -65,3 +65,12 @@ var forkEntries = map[string]bool{
 func (family) ForkEntry(fn string) bool { return forkEntries[fn] }
 func (family) ForkFunction() string     { return "__kmp_fork_call" }
 func (family) GTIDSymbol() string       { return "__kmp_gtid" }
+
+// HasLayoutSymbols reports whether an LLVM runtime names its OMPD layout
+// variables itself (an OMPD build that keeps its symbols, or one whose
+// debug file does); has reports whether it defines a symbol.
+func HasLayoutSymbols(has func(string) bool) bool { return has("ompd_sizeof__kmp_info_t") }
+
+// WarmTypes looks up the runtime type that describing a task needs first,
+// so that the type layouts are indexed before anything is measured.
+func WarmTypes(tl ompd.TypeLayouts) { _, _ = tl.TypeSize("kmp_taskdata_t") }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
@@ -63,7 +64,7 @@ func (k *Knowledge) isLayout(name string) bool {
 // warnings. The file is written under a temporary name and renamed, so a
 // reader never sees half of it.
 func WriteDebugFile(im *elf.Image, dir string) (path string, warnings []string, err error) {
-	if _, ok := im.Symbol("ompd_sizeof__kmp_info_t"); ok {
+	if llvm.HasLayoutSymbols(func(name string) bool { _, ok := im.Symbol(name); return ok }) {
 		return "", nil, fmt.Errorf("%s has its OMPD symbols already (in itself or a debug file): there is nothing to recover", im.Path)
 	}
 	k, err := Recover(im)
