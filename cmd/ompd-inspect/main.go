@@ -285,7 +285,7 @@ func buildReports(t target.Target, src inspect.Source, view string, vf viewFlags
 		if err != nil {
 			return nil, err
 		}
-		if stackViews[view] {
+		if stackViews[view] || rep.NeedsStacks() {
 			stacks.Add(rep, t)
 		}
 		reps = append(reps, rep)

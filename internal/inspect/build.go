@@ -12,6 +12,7 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/ompd"
 	"github.com/ompd-inspect/ompd-inspect/ompd/backend"
 	"github.com/ompd-inspect/ompd-inspect/ompd/dll"
+	"github.com/ompd-inspect/ompd-inspect/ompd/gomp"
 	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
@@ -53,6 +54,9 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	if err != nil {
 		return degraded(t, src, nil, err)
 	}
+	if FamilyOf(rt) == gomp.Family {
+		return buildGNU(t, src, opts, rt)
+	}
 	know, err := KnowledgeOf(rt)
 	if err != nil {
 		return degraded(t, src, rt, err)
@@ -78,13 +82,43 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	default:
 		return nil, fmt.Errorf("unknown backend %q: want %s or %s", opts.Backend, backend.NameNative, backend.NameDLL)
 	}
+	b.r.Runtime.Family = "llvm"
+	return b.build(src)
+}
+
+// buildGNU builds the report of a target on GNU libgomp: its own reader
+// (ompd/gomp) behind the same backend interface; no OMPD library exists
+// for it.
+func buildGNU(t target.Target, src Source, opts Options, rt *target.Module) (*Report, error) {
+	if opts.Backend != "" && opts.Backend != backend.NameNative {
+		return nil, fmt.Errorf("the dll backend: %s is GNU libgomp, for which no OMPD library exists; the native backend reads it", rt.Name)
+	}
+	cb := NewCallbacks(t, rt)
+	gas, err := gomp.NewAddressSpace(cb)
+	if err != nil {
+		return degraded(t, src, rt, err)
+	}
+	b := &builder{t: t, cb: cb, rt: rt, unavailable: map[string]bool{}, gnu: gas}
+	b.as = gomp.Backend(gas)
+	b.r.Runtime.Family = "gnu"
+	b.r.Warnings = append(b.r.Warnings, gas.Warnings...)
+	return b.build(src)
+}
+
+// build fills the report from b.as.
+func (b *builder) build(src Source) (*Report, error) {
+	t := b.t
 	defer b.release()
 	b.r.Target = TargetInfo{Kind: src.Kind, PID: t.PID(), Core: src.Core}
 	if mods := t.Modules(); len(mods) > 0 {
 		b.r.Target.Executable = mods[0].Name
 	}
 	b.r.Warnings = append(b.r.Warnings, t.Warnings()...)
-	b.runtime()
+	if b.gnu != nil {
+		b.runtimeGNU()
+	} else {
+		b.runtime()
+	}
 	b.threads()
 	b.queued()
 	b.blocked()
@@ -92,6 +126,11 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	b.controlVars()
 	if lib, ok := b.as.(interface{ Messages() []string }); ok && b.r.Runtime.OMPDLibrary != nil {
 		b.r.Runtime.OMPDLibrary.Messages = lib.Messages()
+	}
+	if u, ok := b.as.(interface{ Unavailable() []string }); ok {
+		for _, f := range u.Unavailable() {
+			b.unavailable[f] = true
+		}
 	}
 	for f := range b.unavailable {
 		b.r.Runtime.Unavailable = append(b.r.Runtime.Unavailable, f)
@@ -186,9 +225,12 @@ type builder struct {
 	nat *llvm.AddressSpace
 	as  backend.AddressSpace
 	rt  *target.Module
-	// know says where the runtime's symbols and layout come from.
+	// know says where the runtime's symbols and layout come from (LLVM's
+	// runtimes).
 	know *Knowledge
-	r    Report
+	// gnu is GNU libgomp's state, nil for LLVM's runtimes.
+	gnu *gomp.AddressSpace
+	r   Report
 
 	// dllLocs is the runtime's ompd_dll_locations, read once.
 	dllLocs    []string
@@ -300,11 +342,36 @@ func (b *builder) runtime() {
 		b.warn("construct locations from the runtime and queued tasks are unavailable: %v", err)
 	}
 	r.StateTracking = b.as.StateTracking()
+	if r.StateTracking {
+		r.StateSource = "runtime"
+	}
 	r.NeedsStateTracking = []string{}
 	if !r.StateTracking {
 		r.NeedsStateTracking = []string{"threads[].state", "threads[].wait_id", "tasks[].exit_frame", "tasks[].enter_frame"}
 		r.Hint = "the program runs without OMPD state tracking: thread states, wait ids and task frames are not recorded. Start it with OMP_DEBUG=enabled to see them"
 	}
+}
+
+// runtimeGNU describes GNU libgomp: its release, where its layout comes
+// from, and that its thread states are inferred.
+func (b *builder) runtimeGNU() {
+	r := &b.r.Runtime
+	g := b.gnu
+	r.Library = b.rt.Name
+	r.Backend = b.as.Backend()
+	r.Version, _ = b.as.OMPVersionString()
+	r.SymbolsSource = "runtime-symbols"
+	r.LayoutSource = "code"
+	if g.Layout.Release != 0 {
+		r.LayoutSource = "release-table"
+		r.TypeInfo = "release-table"
+	}
+	if g.Release.ByBuildID {
+		r.Release = fmt.Sprintf("GCC %d", g.Release.Major)
+	}
+	r.StateSource = "inferred"
+	r.NeedsStateTracking = []string{}
+	r.OMPDDLLLocations = []string{}
 }
 
 // symbolize names the function at addr and gives its DWARF source line.
@@ -370,6 +437,18 @@ func (b *builder) threads() {
 				th.WaitID = &wait
 			} else {
 				b.warn("thread %d: %v", nt.TID, err)
+			}
+		} else if inf, ok := h.(interface {
+			InferredState() (ompd.State, uint64)
+			IdleReason() string
+		}); ok {
+			st, futex := inf.InferredState()
+			th.State = strp(st.String())
+			if futex != 0 {
+				th.Futex = strp(hexID(futex))
+			}
+			if why := inf.IdleReason(); why != "" {
+				th.Idle = strp(why)
 			}
 		}
 		var region = -1
@@ -529,7 +608,7 @@ func (b *builder) newRegion(idx, level int, p backend.Parallel) {
 		var dwarfLoc string
 		reg.Function, dwarfLoc = b.symbolize(fn)
 		reg.Location = dwarfLoc
-	} else if !errors.Is(err, ompd.ErrNeedsStateTracking) {
+	} else if !errors.Is(err, ompd.ErrNeedsStateTracking) && !errors.Is(err, ompd.ErrNoLocation) {
 		b.warn("region %s: entry function: %v", id, err)
 	}
 	if loc, err := p.Location(); err == nil {

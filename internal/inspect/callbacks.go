@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/gomp"
 	"github.com/ompd-inspect/ompd-inspect/ompd/llvm/recovery"
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
@@ -144,6 +145,17 @@ func (c *Callbacks) ThreadContext(kind ompd.ThreadIDKind, id uint64) (ompd.Threa
 		return nil, fmt.Errorf("no thread with LWP id %d", id)
 	}
 	return nil, fmt.Errorf("thread id kind %d not supported", kind)
+}
+
+// ThreadRegisters implements gomp.RegisterReader: the registers of a
+// thread context.
+func (c *Callbacks) ThreadRegisters(ctx ompd.ThreadContext) (gomp.Registers, error) {
+	t, ok := ctx.(*target.Thread)
+	if !ok {
+		return gomp.Registers{}, fmt.Errorf("thread context %T is not a target thread", ctx)
+	}
+	r := t.Regs
+	return gomp.Registers{Rip: r.Rip, Rax: r.Rax, OrigRax: r.OrigRax, Rdi: r.Rdi, FSBase: r.FSBase}, nil
 }
 
 // ThreadByPointer returns the target thread whose thread pointer (pthread

@@ -48,6 +48,14 @@ type Runtime struct {
 	// release), or empty.
 	TypeInfo      string `json:"type_info"`
 	StateTracking bool   `json:"state_tracking"`
+	// StateSource says where threads[].state comes from: "runtime" (the
+	// runtime's OMPT state tracking), "inferred" (the runtime records
+	// none: each thread's state is derived from its stack and the futex
+	// it sleeps on), or "" when there are no states.
+	StateSource string `json:"state_source"`
+	// Family names the runtime's family: "llvm" (LLVM's libomp) or "gnu"
+	// (GNU libgomp).
+	Family string `json:"family"`
 	// NeedsStateTracking names the report fields left empty because the
 	// program runs without state tracking, and Hint says how to turn it on.
 	NeedsStateTracking []string `json:"needs_state_tracking"`
@@ -85,8 +93,16 @@ type Thread struct {
 	ThreadNum *int    `json:"thread_num"` // number in the current team
 	State     *string `json:"state"`      // OpenMP state name; null without state tracking
 	WaitID    *uint64 `json:"wait_id"`
-	Region    *string `json:"region"` // id of the innermost parallel region (level >= 1)
-	Task      *string `json:"task"`   // id of the current task
+	// Futex is the futex address the thread sleeps on, when its state is
+	// inferred (runtime.state_source "inferred") and it is in a futex
+	// wait.
+	Futex *string `json:"futex,omitempty"`
+	// Idle says why the thread is an idle pool worker between regions
+	// (its stale team state is not a region), when the runtime keeps such
+	// state (libgomp).
+	Idle   *string `json:"idle,omitempty"`
+	Region *string `json:"region"` // id of the innermost parallel region (level >= 1)
+	Task   *string `json:"task"`   // id of the current task
 	// TaskStack lists the tasks the thread is in the middle of, innermost
 	// first: its current task, the tasks it was running when it started
 	// each of them (OMPD's scheduling task), down to its implicit task.
@@ -270,4 +286,19 @@ func (r *Report) ThreadICVs(tid int) (icvs []ICV, ok bool) {
 		}
 	}
 	return icvs, true
+}
+
+// NeedsStacks reports whether part of the report comes from the threads'
+// stacks (stacks.Add) in every view: states inferred from them, or
+// regions whose runtime did not record their outlined function.
+func (r *Report) NeedsStacks() bool {
+	if r.Runtime.StateSource == "inferred" {
+		return true
+	}
+	for _, reg := range r.Regions {
+		if reg.Function == "" && reg.EntryAddr == "" {
+			return true
+		}
+	}
+	return false
 }

@@ -16,7 +16,7 @@ var ErrNotOpenMP = errors.New("not an OpenMP program")
 
 // Families are the runtime families ompd-inspect knows, in the order they
 // are tried.
-var Families = []ompd.Family{llvm.Family}
+var Families = []ompd.Family{llvm.Family, gomp.Family}
 
 // FamilyOf returns the family whose runtime the module m is, or nil.
 func FamilyOf(m *target.Module) ompd.Family {
@@ -33,19 +33,12 @@ func FamilyOf(m *target.Module) ompd.Family {
 }
 
 // FindRuntime returns the module that holds the target's OpenMP runtime:
-// the first module a known family recognizes. GNU libgomp and a target
-// without any OpenMP runtime give errors that say so.
+// the first module a known family recognizes. A target without any OpenMP
+// runtime gives an error that says so.
 func FindRuntime(t target.Target) (*target.Module, error) {
-	var gomp *target.Module
 	for _, m := range t.Modules() {
-		if m.Image == nil {
-			continue
-		}
-		if FamilyOf(m) != nil {
+		if m.Image != nil && FamilyOf(m) != nil {
 			return m, nil
-		}
-		if gomp == nil && unread(m) {
-			gomp = m
 		}
 	}
 	// A runtime module that could not be opened (missing file, other
@@ -57,10 +50,7 @@ func FindRuntime(t target.Target) (*target.Module, error) {
 			}
 		}
 	}
-	if gomp != nil {
-		return nil, fmt.Errorf("%w with LLVM's runtime: it uses GNU libgomp (%s), which has no OMPD support; build with clang -fopenmp (libomp)", ErrNotOpenMP, gomp.Name)
-	}
-	return nil, fmt.Errorf("%w: no OpenMP runtime (libomp, libiomp5) is loaded", ErrNotOpenMP)
+	return nil, fmt.Errorf("%w: no OpenMP runtime (libomp, libiomp5, libgomp) is loaded", ErrNotOpenMP)
 }
 
 // HasOMPDSymbols reports whether the runtime module keeps the OMPD layout
@@ -70,19 +60,4 @@ func HasOMPDSymbols(m *target.Module) bool {
 		return false
 	}
 	return llvm.HasLayoutSymbols(func(name string) bool { _, ok := m.Image.Symbol(name); return ok })
-}
-
-// unreadFamilies are the runtime families ompd-inspect recognizes but
-// does not read yet: a program on one is told so.
-var unreadFamilies = []ompd.Family{gomp.Family}
-
-// unread reports whether m is the runtime of a family not read yet.
-func unread(m *target.Module) bool {
-	has := func(name string) bool { _, ok := m.Image.Symbol(name); return ok }
-	for _, f := range unreadFamilies {
-		if f.Recognizes(has) {
-			return true
-		}
-	}
-	return false
 }

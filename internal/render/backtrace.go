@@ -61,7 +61,11 @@ func threadLabel(r *inspect.Report, bt inspect.Backtrace) string {
 		parts = append(parts, "OpenMP thread")
 	}
 	for _, t := range r.Threads {
-		if t.OSTID == bt.OSTID && t.ThreadNum != nil {
+		switch {
+		case t.OSTID != bt.OSTID:
+		case t.Idle != nil:
+			parts = append(parts, "idle in the thread pool")
+		case t.ThreadNum != nil:
 			parts = append(parts, fmt.Sprintf("thread %d of its team", *t.ThreadNum))
 		}
 	}

@@ -32,7 +32,10 @@ func header(w io.Writer, r *inspect.Report) {
 		return
 	}
 	tracking := "on"
-	if !rt.StateTracking {
+	switch {
+	case rt.StateSource == "inferred":
+		tracking = "none in this runtime: states are inferred from each thread's stack and futex"
+	case !rt.StateTracking:
 		tracking = "off (start with OMP_DEBUG=enabled for states, wait ids and task frames)"
 	}
 	fmt.Fprintf(w, "runtime   %s  (%s)\n", rt.Library, rt.Version)
@@ -234,8 +237,14 @@ func Threads(w io.Writer, r *inspect.Report) {
 		if t.ThreadNum != nil {
 			num = fmt.Sprint(*t.ThreadNum)
 		}
-		if t.WaitID != nil {
+		switch {
+		case t.WaitID != nil:
 			wait = fmt.Sprintf("%#x", *t.WaitID)
+		case t.Futex != nil:
+			wait = "futex " + *t.Futex
+		}
+		if t.Idle != nil {
+			num = "idle"
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.OSTID, gtid, num, stateOf(t), wait,
 			deref(t.Region), deref(t.Task), orDash(t.Location), orDash(t.Function))

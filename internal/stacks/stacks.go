@@ -133,6 +133,10 @@ func Add(rep *inspect.Report, t target.Target) {
 		rep.Warnings = append(rep.Warnings, "unwinding: "+w)
 	}
 	for _, th := range t.Threads() {
+		b.regionEntries(b.stacks[th.TID])
+	}
+	b.implicitTasks()
+	for _, th := range t.Threads() {
 		b.findBoundaries(b.stacks[th.TID])
 	}
 	for _, th := range t.Threads() {
@@ -144,6 +148,9 @@ func Add(rep *inspect.Report, t target.Target) {
 		bt.Frames = b.logical(ts, 0, 0, map[string]bool{})
 		th := b.threads[th.TID]
 		bt.Activity = activity(ts.frames, th != nil && th.Region != nil, b.fam)
+		if th != nil && th.OpenMP && rep.Runtime.StateSource == "inferred" {
+			b.inferState(ts, th, &bt)
+		}
 		b.userFunctions(bt.Frames)
 		if it := th; it != nil {
 			for _, f := range bt.Frames {
@@ -275,6 +282,135 @@ func (b *builder) findBoundaries(ts *threadStack) {
 				break
 			}
 		}
+	}
+}
+
+// regionEntries names the regions of ts's thread whose runtime did not
+// record their outlined function (GNU libgomp): each region of the
+// thread's chain, innermost first, begins at the next user frame its
+// runtime called that is no explicit task's entry; a fork entry point met
+// before any such frame means the thread waits at the end of that region
+// (its code has returned). The region's location is then the line of the
+// outlined function's entry (gcc gives it the construct's line), else its
+// declaration. The first thread to name
+// a region names it.
+func (b *builder) regionEntries(ts *threadStack) {
+	th := b.threads[ts.tid]
+	if th == nil || th.Region == nil || b.fam == nil {
+		return
+	}
+	var chain []*inspect.Region
+	missing := false
+	for id := th.Region; id != nil && len(chain) < MaxHops; {
+		r := b.regions[*id]
+		if r == nil {
+			break
+		}
+		chain = append(chain, r)
+		missing = missing || (r.Function == "" && r.EntryAddr == "")
+		id = r.Parent
+	}
+	if !missing {
+		return
+	}
+	next, entrySinceFork := 0, false
+	for i, f := range ts.frames {
+		if next >= len(chain) {
+			return
+		}
+		if f.kind == inspect.KindRuntime && b.fam.ForkEntry(f.function) {
+			if !entrySinceFork {
+				next++ // waiting at the end of chain[next]
+			}
+			entrySinceFork = false
+			continue
+		}
+		if f.kind != inspect.KindUser || f.tail || !b.callerIsRuntime(ts, i) || len(b.taskFns[f.function]) > 0 {
+			continue
+		}
+		if r := chain[next]; r.Function == "" && r.EntryAddr == "" {
+			r.Function = f.function
+			if m := target.ModuleAt(b.t, f.pc); m != nil && m.Image != nil {
+				if sym, ok := m.Image.SymbolAt(f.pc - m.Bias); ok {
+					r.EntryAddr = *hex(sym.Value + m.Bias)
+					// gcc gives the outlined function's entry the
+					// construct's line.
+					if file, line, ok := m.Image.LineAt(sym.Value); ok && r.Location == "" {
+						r.Location = fmt.Sprintf("%s:%d", file, line)
+					}
+				}
+				if file, line, ok := m.Image.FuncDecl(f.pc - m.Bias); ok && r.Location == "" {
+					r.Location = fmt.Sprintf("%s:%d", file, line)
+				}
+			}
+		}
+		next++
+		entrySinceFork = true
+	}
+}
+
+// implicitTasks gives implicit tasks, and the threads that run them, the
+// function and location of their region when the runtime did not record
+// them (regionEntries found them on the stacks).
+func (b *builder) implicitTasks() {
+	for _, k := range b.tasks {
+		if k.Kind != "implicit" || k.Function != "" || k.Region == nil {
+			continue
+		}
+		if r := b.regions[*k.Region]; r != nil {
+			k.Function, k.Location, k.EntryAddr = r.Function, r.Location, r.EntryAddr
+		}
+	}
+	for _, th := range b.threads {
+		if th.Task != nil && th.Function == "" {
+			if k := b.tasks[*th.Task]; k != nil && k.Kind == "implicit" {
+				th.Function, th.Location = k.Function, k.Location
+			}
+		}
+	}
+}
+
+// waitStates are the states a thread's activity tells, for a runtime
+// whose states are inferred.
+var waitStates = map[string]ompd.State{
+	ActivityLock:            ompd.StateWaitLock,
+	ActivityCritical:        ompd.StateWaitCritical,
+	ActivityTaskwait:        ompd.StateWaitTaskwait,
+	ActivityTaskgroup:       ompd.StateWaitTaskgroup,
+	ActivityOrdered:         ompd.StateWaitOrdered,
+	ActivityBarrierExplicit: ompd.StateWaitBarrierExplicit,
+	ActivityBarrierImplicit: ompd.StateWaitBarrierImplicitParallel,
+	ActivityIdle:            ompd.StateIdle,
+}
+
+// inferState refines the state the runtime layer inferred from a thread's
+// futex with what its stack shows: the entry point it waits in (a lock,
+// a critical section ...), and, for a thread asleep on its team's
+// barrier, whether its region's code is still on its stack (an explicit
+// barrier or the end of a worksharing construct) or has returned (the
+// implicit barrier at the region's end).
+func (b *builder) inferState(ts *threadStack, th *inspect.Thread, bt *inspect.Backtrace) {
+	st := ""
+	if th.State != nil {
+		st = *th.State
+	}
+	switch {
+	case th.Idle != nil || st == ompd.StateIdle.String():
+		bt.Activity = ActivityIdle
+	case st == ompd.StateWaitBarrier.String() && (bt.Activity == ActivityRuntime || bt.Activity == ActivityBarrierExplicit || bt.Activity == ActivityBarrierImplicit):
+		bt.Activity = ActivityBarrierImplicit
+		if th.Region != nil {
+			if _, ok := ts.boundaries[*th.Region]; ok {
+				bt.Activity = ActivityBarrierExplicit
+			}
+		}
+	}
+	if ws, ok := waitStates[bt.Activity]; ok {
+		st = ws.String()
+	}
+	if st != "" {
+		th.State = &st
+		bt.State = &st
 	}
 }
 

@@ -1,0 +1,555 @@
+package gomp
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/backend"
+)
+
+// BackendName is the name of libgomp's backend in reports.
+const BackendName = "native"
+
+// Backend returns as behind the neutral backend interface the report is
+// built from. libgomp records less than LLVM's runtime, and its answers
+// say so:
+//   - no global thread ids, no OMPT states (StateTracking is false; the
+//     states InferredState gives come from the futex a thread sleeps on),
+//     no task frames, no scheduling task, no untied flag;
+//   - a region's outlined function and its construct's location are not
+//     stored: Function and Location fail with ompd.ErrNoLocation, and the
+//     caller finds the function on the member threads' stacks.
+//
+// Teams met through thread handles are remembered: QueuedTasks walks
+// their task queues.
+func Backend(as *AddressSpace) backend.AddressSpace {
+	return &gas{as: as, teams: map[uint64]bool{}}
+}
+
+type gas struct {
+	as *AddressSpace
+
+	mu    sync.Mutex
+	teams map[uint64]bool
+}
+
+// Unavailable lists the report fields libgomp has no record of.
+var Unavailable = []string{
+	"threads[].gtid", "threads[].wait_id",
+	"tasks[].exit_frame", "tasks[].enter_frame", "tasks[].scheduling",
+	"tasks[].construct_function", "tasks[status=blocked]",
+	"regions[].construct_function",
+}
+
+func (g *gas) Backend() string     { return BackendName }
+func (g *gas) StateTracking() bool { return false }
+func (g *gas) Release() error      { return nil }
+func (g *gas) CheckThreads() error { return nil }
+func (g *gas) Unavailable() []string {
+	return append(append([]string{}, Unavailable...), icvUnavailable()...)
+}
+
+// OMPVersion: libgomp keeps no _OPENMP value in memory.
+func (g *gas) OMPVersion() (int, error) {
+	return 0, fmt.Errorf("libgomp keeps no OpenMP version: %w", backend.ErrUnsupported)
+}
+
+// OMPVersionString names the runtime: GNU libgomp, its GCC release and
+// version node.
+func (g *gas) OMPVersionString() (string, error) {
+	r := g.as.Release
+	switch {
+	case r.Major != 0:
+		return fmt.Sprintf("GNU libgomp of GCC %d (%s)", r.Major, r.Node), nil
+	case r.Node != "":
+		return fmt.Sprintf("GNU libgomp, unknown release (%s)", r.Node), nil
+	}
+	return "GNU libgomp, unknown release", nil
+}
+
+func icvUnavailable() []string {
+	out := make([]string, 0, len(UnavailableICVs))
+	for _, n := range UnavailableICVs {
+		out = append(out, "icvs["+n+"]")
+	}
+	return out
+}
+
+func (g *gas) remember(team uint64) {
+	if team == 0 {
+		return
+	}
+	g.mu.Lock()
+	g.teams[team] = true
+	g.mu.Unlock()
+}
+
+// ThreadHandle returns the thread whose thread pointer is id. A thread
+// with no libgomp state at all (no team, task or pool) is not an OpenMP
+// thread: ompd.ErrUnavailable.
+func (g *gas) ThreadHandle(kind ompd.ThreadIDKind, id uint64) (backend.Thread, error) {
+	if kind != ompd.ThreadIDPthread {
+		return nil, fmt.Errorf("thread id kind %d: %w", kind, ompd.ErrBadInput)
+	}
+	t, err := g.as.Thread(id)
+	if err != nil {
+		return nil, err
+	}
+	if t.Team == 0 && t.Task == 0 && t.Pool == 0 && !t.Idle {
+		return nil, ompd.ErrUnavailable
+	}
+	g.remember(t.Team)
+	return &gthread{g: g, t: t}, nil
+}
+
+// icvTable lists the ICVs with the names and scopes ompd/llvm uses, for
+// the ones libgomp holds.
+var icvTable = []ompd.ICV{
+	{Name: "dyn-var", Scope: ompd.ScopeThread},
+	{Name: "run-sched-var", Scope: ompd.ScopeTask, String: true},
+	{Name: "cancel-var", Scope: ompd.ScopeAddressSpace},
+	{Name: "max-task-priority-var", Scope: ompd.ScopeAddressSpace},
+	{Name: "nthreads-var", Scope: ompd.ScopeThread},
+	{Name: "default-device-var", Scope: ompd.ScopeThread},
+	{Name: "levels-var", Scope: ompd.ScopeParallel},
+	{Name: "active-levels-var", Scope: ompd.ScopeParallel},
+	{Name: "thread-limit-var", Scope: ompd.ScopeTask},
+	{Name: "max-active-levels-var", Scope: ompd.ScopeTask},
+	{Name: "bind-var", Scope: ompd.ScopeTask},
+	{Name: "thread-num-var", Scope: ompd.ScopeThread},
+	{Name: "final-task-var", Scope: ompd.ScopeTask},
+	{Name: "implicit-task-var", Scope: ompd.ScopeTask},
+	{Name: "team-size-var", Scope: ompd.ScopeParallel},
+}
+
+func (g *gas) ICVs() ([]ompd.ICV, error) {
+	out := make([]ompd.ICV, 0, len(icvTable))
+	for i, icv := range icvTable {
+		if (icv.Name == "cancel-var" && g.as.CancelVar == 0) || (icv.Name == "max-task-priority-var" && g.as.MaxTaskPriorityVar == 0) {
+			continue
+		}
+		icv.ID = ompd.ICVID(i + 1)
+		out = append(out, icv)
+	}
+	return out, nil
+}
+
+// ICV reads one ICV of a handle of this backend (the address space, a
+// thread, a parallel region or a task).
+func (g *gas) ICV(handle any, icv ompd.ICV) (ompd.Value, error) {
+	var ic *ICVs
+	var err error
+	switch h := handle.(type) {
+	case *gas:
+		ic, err = g.as.ICVsOf(&Thread{})
+	case *gthread:
+		if icv.Name == "thread-num-var" {
+			return ompd.Value{Num: int64(h.t.TeamID)}, nil
+		}
+		ic, err = g.as.ICVsOf(h.t)
+	case *gparallel:
+		tm, terr := h.team()
+		if terr != nil {
+			return ompd.Value{}, terr
+		}
+		switch icv.Name {
+		case "levels-var":
+			return ompd.Value{Num: int64(tm.Level)}, nil
+		case "active-levels-var":
+			return ompd.Value{Num: int64(tm.ActiveLevel)}, nil
+		case "team-size-var":
+			return ompd.Value{Num: int64(tm.NThreads)}, nil
+		}
+		return ompd.Value{}, fmt.Errorf("ICV %s is not of a parallel region: %w", icv.Name, ompd.ErrBadInput)
+	case *gtask:
+		k, kerr := h.read()
+		if kerr != nil {
+			return ompd.Value{}, kerr
+		}
+		switch icv.Name {
+		case "final-task-var":
+			return boolValue(k.Final), nil
+		case "implicit-task-var":
+			return boolValue(k.Kind == TaskImplicit), nil
+		}
+		ic, err = g.as.ICVsOf(&Thread{Task: h.addr})
+	default:
+		return ompd.Value{}, fmt.Errorf("ICV %s: %T is no handle of libgomp's backend", icv.Name, handle)
+	}
+	if err != nil {
+		return ompd.Value{}, err
+	}
+	v, ok := ic.Values()[icv.Name]
+	if !ok {
+		return ompd.Value{}, fmt.Errorf("ICV %s: %w", icv.Name, ompd.ErrUnavailable)
+	}
+	return v, nil
+}
+
+func boolValue(b bool) ompd.Value {
+	if b {
+		return ompd.Value{Num: 1}
+	}
+	return ompd.Value{Num: 0}
+}
+
+// DisplayControlVars gives what OMP_DISPLAY_ENV prints that libgomp holds
+// where this package finds it: the global ICVs (gomp_global_icv), the
+// cancellation and task priority globals.
+func (g *gas) DisplayControlVars() ([]string, error) {
+	if g.as.GlobalICV == 0 {
+		return nil, errors.New("libgomp: gomp_global_icv was not found")
+	}
+	ic, err := g.as.ICVsOf(&Thread{})
+	if err != nil {
+		return nil, err
+	}
+	yes := func(b bool) string {
+		if b {
+			return "TRUE"
+		}
+		return "FALSE"
+	}
+	sched := ic.ScheduleString()
+	if sched == "" {
+		sched = fmt.Sprintf("unknown (%d)", ic.RunSched)
+	}
+	out := []string{
+		fmt.Sprintf("OMP_DYNAMIC='%s'", yes(ic.Dyn)),
+		fmt.Sprintf("OMP_NUM_THREADS='%d'", ic.NThreads),
+		fmt.Sprintf("OMP_SCHEDULE='%s'", sched),
+		fmt.Sprintf("OMP_PROC_BIND='%s'", bindName(ic.Bind)),
+		fmt.Sprintf("OMP_THREAD_LIMIT='%d'", ic.ThreadLimitValue()),
+		fmt.Sprintf("OMP_MAX_ACTIVE_LEVELS='%d'", ic.MaxActiveLevels),
+		fmt.Sprintf("OMP_DEFAULT_DEVICE='%d'", ic.DefaultDevice),
+	}
+	if ic.Cancel >= 0 {
+		out = append(out, fmt.Sprintf("OMP_CANCELLATION='%s'", yes(ic.Cancel != 0)))
+	}
+	if ic.MaxTaskPriority >= 0 {
+		out = append(out, fmt.Sprintf("OMP_MAX_TASK_PRIORITY='%d'", ic.MaxTaskPriority))
+	}
+	return out, nil
+}
+
+// bindName names omp_proc_bind_t as OMP_DISPLAY_ENV does.
+func bindName(b int8) string {
+	switch b {
+	case 0:
+		return "FALSE"
+	case 1:
+		return "TRUE"
+	case 2:
+		return "PRIMARY"
+	case 3:
+		return "CLOSE"
+	case 4:
+		return "SPREAD"
+	}
+	return fmt.Sprint(b)
+}
+
+// QueuedTasks returns the tasks waiting in the queues of the teams met
+// through thread handles, in address order of their teams.
+func (g *gas) QueuedTasks() ([]backend.Task, error) {
+	g.mu.Lock()
+	teams := make([]uint64, 0, len(g.teams))
+	for t := range g.teams {
+		teams = append(teams, t)
+	}
+	g.mu.Unlock()
+	sort.Slice(teams, func(i, j int) bool { return teams[i] < teams[j] })
+	var out []backend.Task
+	var errs []error
+	for _, team := range teams {
+		q, err := g.as.TeamQueue(team)
+		for _, k := range q {
+			out = append(out, &gtask{g: g, addr: k, team: team})
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("team %#x: %w", team, err))
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func (g *gas) BlockedTasks([]backend.Task) ([]backend.BlockedTask, error) {
+	return nil, fmt.Errorf("libgomp's task dependences: %w", backend.ErrUnsupported)
+}
+
+func label(a uint64) string { return fmt.Sprintf("%#x", a) }
+
+type gthread struct {
+	g *gas
+	t *Thread
+}
+
+func (h *gthread) Label() string  { return label(h.t.Addr) }
+func (h *gthread) Release() error { return nil }
+func (h *gthread) Compare(o backend.Thread) int {
+	return cmp.Compare(h.t.Addr, o.(*gthread).t.Addr)
+}
+
+// GTID: libgomp has no global thread ids.
+func (h *gthread) GTID() (int, error) {
+	return 0, fmt.Errorf("libgomp has no global thread id: %w", backend.ErrUnsupported)
+}
+
+func (h *gthread) ID(kind ompd.ThreadIDKind) (uint64, error) {
+	if kind != ompd.ThreadIDPthread {
+		return 0, fmt.Errorf("thread id kind %d: %w", kind, ompd.ErrUnsupported)
+	}
+	return h.t.TP, nil
+}
+
+func (h *gthread) ThreadNum() (int, error) { return h.t.TeamID, nil }
+
+// State: libgomp records none (see InferredState).
+func (h *gthread) State() (ompd.State, uint64, error) {
+	return 0, 0, fmt.Errorf("libgomp records no thread states: %w", backend.ErrUnsupported)
+}
+
+// InferredState is the thread's state as its registers and team state
+// show it: asleep on its team's barrier, idle in the pool, asleep on
+// another futex (a lock, a critical section, a taskwait: the stack tells
+// which: overhead until then), or working. wait is the futex address, 0
+// when the thread is not in a futex wait.
+func (h *gthread) InferredState() (st ompd.State, wait uint64) {
+	w, err := h.g.as.WaitOf(h.t.TP)
+	switch {
+	case err == nil && w.Kind == WaitBarrier:
+		return ompd.StateWaitBarrier, w.Futex
+	case err == nil && w.Kind == WaitDock, h.t.Idle:
+		return ompd.StateIdle, w.Futex
+	case err == nil && w.Kind == WaitOther:
+		return ompd.StateOverhead, w.Futex
+	case h.t.Team != 0:
+		return ompd.StateWorkParallel, 0
+	}
+	return ompd.StateWorkSerial, 0
+}
+
+// IdleReason says why the thread is an idle pool worker, "" when it is
+// not one.
+func (h *gthread) IdleReason() string { return h.t.IdleReason }
+
+func (h *gthread) CurrentParallel() (backend.Parallel, error) {
+	return &gparallel{g: h.g, addr: h.t.Team}, nil
+}
+
+func (h *gthread) CurrentTask() (backend.Task, error) {
+	if h.t.Task == 0 || h.t.Idle {
+		// An idle pool worker's task pointer is its implicit task in
+		// the team that has ended: no task.
+		return nil, fmt.Errorf("thread %#x has no current task: %w", h.t.TP, ompd.ErrUnavailable)
+	}
+	return &gtask{g: h.g, addr: h.t.Task, team: h.t.Team}, nil
+}
+
+// gparallel is a team; addr 0 is the initial (level 0) region.
+type gparallel struct {
+	g    *gas
+	addr uint64
+
+	once sync.Once
+	tm   *Team
+	err  error
+}
+
+func (p *gparallel) team() (*Team, error) {
+	p.once.Do(func() {
+		if p.addr == 0 {
+			p.tm = &Team{NThreads: 1}
+			return
+		}
+		p.tm, p.err = p.g.as.Team(p.addr)
+		if p.err != nil && p.tm != nil && p.tm.NThreads > 0 {
+			// The team's own fields were read; a member was not: keep
+			// the team, the member's error shows in ThreadIn.
+			p.err = nil
+		}
+	})
+	return p.tm, p.err
+}
+
+func (p *gparallel) Label() string  { return label(p.addr) }
+func (p *gparallel) Release() error { return nil }
+func (p *gparallel) Compare(o backend.Parallel) int {
+	return cmp.Compare(p.addr, o.(*gparallel).addr)
+}
+
+func (p *gparallel) Enclosing() (backend.Parallel, error) {
+	if p.addr == 0 {
+		return nil, ompd.ErrUnavailable
+	}
+	tm, err := p.team()
+	if err != nil {
+		return nil, err
+	}
+	p.g.remember(tm.Parent)
+	return &gparallel{g: p.g, addr: tm.Parent}, nil
+}
+
+func (p *gparallel) Level() (int, error) {
+	tm, err := p.team()
+	if err != nil {
+		return 0, err
+	}
+	return tm.Level, nil
+}
+
+func (p *gparallel) ActiveLevel() (int, error) {
+	tm, err := p.team()
+	if err != nil {
+		return 0, err
+	}
+	return tm.ActiveLevel, nil
+}
+
+func (p *gparallel) TeamSize() (int, error) {
+	tm, err := p.team()
+	if err != nil {
+		return 0, err
+	}
+	return tm.NThreads, nil
+}
+
+// Serialized: a team of one thread (libgomp gives an inactive region a
+// team of its own, of one thread).
+func (p *gparallel) Serialized() (bool, error) {
+	tm, err := p.team()
+	if err != nil {
+		return false, err
+	}
+	return tm.NThreads == 1, nil
+}
+
+func (p *gparallel) ThreadIn(n int) (backend.Thread, error) {
+	tm, err := p.team()
+	if err != nil {
+		return nil, err
+	}
+	var addr uint64
+	if n >= 0 && n < len(tm.Members) {
+		addr = tm.Members[n]
+	} else if addr, err = p.g.as.memberAt(p.addr, n); err != nil {
+		return nil, err
+	}
+	if addr == 0 {
+		return nil, fmt.Errorf("thread %d of team %#x: %w", n, p.addr, ompd.ErrUnavailable)
+	}
+	t, err := p.g.as.Thread(p.g.as.ThreadPointer(addr))
+	if err != nil {
+		return nil, err
+	}
+	return &gthread{g: p.g, t: t}, nil
+}
+
+func (p *gparallel) TaskIn(n int) (backend.Task, error) {
+	if p.addr == 0 {
+		return nil, ompd.ErrUnavailable
+	}
+	a, err := p.g.as.ImplicitTask(p.addr, n)
+	if err != nil {
+		return nil, err
+	}
+	return &gtask{g: p.g, addr: a, team: p.addr}, nil
+}
+
+// Function: libgomp does not store a region's outlined function.
+func (p *gparallel) Function() (ompd.Address, error) {
+	return 0, fmt.Errorf("libgomp does not store a region's outlined function: %w", ompd.ErrNoLocation)
+}
+
+// Location: libgomp records no construct locations.
+func (p *gparallel) Location() (ompd.Location, error) {
+	return ompd.Location{}, ompd.ErrNoLocation
+}
+
+// gtask is a task; team is the team it belongs to, 0 when not known.
+type gtask struct {
+	g    *gas
+	addr uint64
+	team uint64
+
+	once sync.Once
+	k    *Task
+	err  error
+}
+
+func (k *gtask) read() (*Task, error) {
+	k.once.Do(func() { k.k, k.err = k.g.as.Task(k.addr) })
+	return k.k, k.err
+}
+
+func (k *gtask) Label() string  { return label(k.addr) }
+func (k *gtask) Release() error { return nil }
+func (k *gtask) Compare(o backend.Task) int {
+	return cmp.Compare(k.addr, o.(*gtask).addr)
+}
+
+func (k *gtask) Generating() (backend.Task, error) {
+	t, err := k.read()
+	if err != nil {
+		return nil, err
+	}
+	if t.Parent == 0 {
+		return nil, ompd.ErrUnavailable
+	}
+	// An explicit task's parent runs in the same team; an implicit
+	// task's is the encountering thread's task, in the enclosing team.
+	team := k.team
+	if t.Kind == TaskImplicit && team != 0 {
+		team = 0
+		if tm, err := k.g.as.Team(k.team); err == nil || (tm != nil && tm.NThreads > 0) {
+			team = tm.Parent
+		}
+	}
+	return &gtask{g: k.g, addr: t.Parent, team: team}, nil
+}
+
+// Scheduling: libgomp does not record which task a task interrupted.
+func (k *gtask) Scheduling() (backend.Task, error) { return nil, ompd.ErrUnavailable }
+
+func (k *gtask) Parallel() (backend.Parallel, error) {
+	if k.team == 0 {
+		return nil, ompd.ErrUnavailable
+	}
+	return &gparallel{g: k.g, addr: k.team}, nil
+}
+
+// Flags: libgomp records the kind (implicit, undeferred, ...) and
+// final_task; untied tasks run as tied ones and are not told apart.
+func (k *gtask) Flags() (ompd.Flags, backend.FlagSet, error) {
+	t, err := k.read()
+	if err != nil {
+		return ompd.Flags{}, 0, err
+	}
+	f := ompd.Flags{
+		Explicit: t.Kind != TaskImplicit,
+		Final:    t.Final,
+		Serial:   t.Kind == TaskUndeferred,
+	}
+	return f, backend.FlagExplicit | backend.FlagFinal | backend.FlagUndeferred, nil
+}
+
+func (k *gtask) Function() (ompd.Address, error) {
+	t, err := k.read()
+	if err != nil {
+		return 0, err
+	}
+	if t.Fn == 0 {
+		return 0, ompd.ErrUnavailable
+	}
+	return t.Fn, nil
+}
+
+func (k *gtask) Frame() (ompd.Address, ompd.Address, error) {
+	return 0, 0, fmt.Errorf("libgomp records no task frames: %w", backend.ErrUnsupported)
+}
+
+func (k *gtask) Location() (ompd.Location, error) { return ompd.Location{}, ompd.ErrNoLocation }
