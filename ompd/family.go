@@ -24,6 +24,9 @@ type Family interface {
 	// callers pass ompd_bp_parallel_begin before the new region is
 	// current; "" when the family has none.
 	ForkFunction() string
+	// Traceable reports whether the family's runtimes pass OMPD
+	// breakpoint locations (ompd_bp_*) that a trace can stop at.
+	Traceable() bool
 	// GTIDSymbol is the thread-local variable holding a thread's global
 	// thread id, "" when the family has none.
 	GTIDSymbol() string

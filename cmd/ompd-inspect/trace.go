@@ -182,6 +182,9 @@ func checkCollection(p *ptrace.Process) error {
 	if err != nil {
 		return nil // not loaded yet: the trace waits for it
 	}
+	if fam := inspect.FamilyOf(rt); fam != nil && !fam.Traceable() {
+		return fmt.Errorf("process %d: its OpenMP runtime %s is the %s, whose OpenMP events cannot be traced yet; `ompd-inspect attach %d` shows its state", p.PID(), rt.Name, fam.Name(), p.PID())
+	}
 	know, err := inspect.KnowledgeOf(rt)
 	if err != nil {
 		return fmt.Errorf("process %d: %w; there is nothing to trace", p.PID(), err)

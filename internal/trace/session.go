@@ -319,6 +319,10 @@ func (s *session) armRuntime() error {
 		return nil // not loaded (yet)
 	}
 	s.runtime = rt
+	if fam := inspect.FamilyOf(rt); fam != nil && !fam.Traceable() {
+		s.warn("the OpenMP runtime %s is the %s, whose OpenMP events cannot be traced yet: the program runs untraced", rt.Name, fam.Name())
+		return nil
+	}
 	know, err := inspect.KnowledgeOf(rt)
 	if err != nil {
 		s.warn("no OpenMP events can be seen: %v", err)

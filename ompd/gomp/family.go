@@ -95,6 +95,9 @@ func (family) ForkEntry(fn string) bool { return forkEntries[fn] }
 // no breakpoint protocol.
 func (family) ForkFunction() string { return "" }
 
+// Traceable: libgomp has no OMPD breakpoint locations.
+func (family) Traceable() bool { return false }
+
 // GTIDSymbol: libgomp has no global thread id; a thread's state is the TLS
 // variable gomp_tls_data, found through omp_get_thread_num's code.
 func (family) GTIDSymbol() string { return "" }

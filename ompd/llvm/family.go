@@ -66,6 +66,9 @@ func (family) ForkEntry(fn string) bool { return forkEntries[fn] }
 func (family) ForkFunction() string     { return "__kmp_fork_call" }
 func (family) GTIDSymbol() string       { return "__kmp_gtid" }
 
+// Traceable: LLVM's runtimes built with OMPD support pass ompd_bp_*.
+func (family) Traceable() bool { return true }
+
 // HasLayoutSymbols reports whether an LLVM runtime names its OMPD layout
 // variables itself (an OMPD build that keeps its symbols, or one whose
 // debug file does); has reports whether it defines a symbol.
