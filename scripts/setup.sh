@@ -17,7 +17,7 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 # gcc: cgo builds the dll backend (ompd/dll); util-linux: setpriv for the
 # least-privilege test; llvm-19: llvm-symbolizer-19, an oracle of the DWARF
 # tests (clang-19 only recommends it).
-need_pkgs=(clang-19 llvm-19 libomp-19-dev gdb cmake ninja-build dpkg-dev xz-utils make gcc libc6-dev libc6-dbg util-linux debuginfod gfortran-12)
+need_pkgs=(clang-19 llvm-19 libomp-19-dev gdb cmake ninja-build dpkg-dev xz-utils make gcc libc6-dev libc6-dbg util-linux debuginfod gfortran-12 gcc-11)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
