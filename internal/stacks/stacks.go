@@ -459,7 +459,7 @@ func (b *builder) continuation(ts *threadStack, region string) (int, bool) {
 
 func (b *builder) regionMarker(ts *threadStack, r *inspect.Region, atEnd bool) inspect.Frame {
 	num := indexOf(r.Threads, ts.tid)
-	text := fmt.Sprintf("#pragma omp parallel at %s — team of %d, thread %d", orUnknown(filepath.Base(r.Location)), r.TeamSize, num)
+	text := fmt.Sprintf("%s parallel at %s — team of %d, thread %d", directive(r.Location), orUnknown(filepath.Base(r.Location)), r.TeamSize, num)
 	if atEnd {
 		text = "at the end of " + text + " (its code has returned; waiting for the team)"
 	}
@@ -598,20 +598,31 @@ func (b *builder) taskMarker(ts *threadStack, i int, construct, k *inspect.Task)
 	loc := orUnknown(filepath.Base(construct.Location))
 	if k == nil {
 		return inspect.Frame{Kind: inspect.KindTaskMarker, Thread: ts.tid, Boundary: "entry-point",
-			Text: fmt.Sprintf("#pragma omp task at %s — one of several tasks of this construct", loc)}
+			Text: fmt.Sprintf("%s task at %s — one of several tasks of this construct", directive(construct.Location), loc)}
 	}
 	parent := "none"
 	if k.Parent != nil {
 		parent = *k.Parent
 	}
 	m := inspect.Frame{Kind: inspect.KindTaskMarker, Thread: ts.tid, Task: &k.ID, Boundary: "entry-point",
-		Text: fmt.Sprintf("#pragma omp task at %s — task %s, parent %s", loc, k.ID, parent)}
+		Text: fmt.Sprintf("%s task at %s — task %s, parent %s", directive(construct.Location), loc, k.ID, parent)}
 	if i+1 < len(ts.frames) {
 		if e := b.exitFrames[callerFrameAddr(ts, i)]; e == k {
 			m.Boundary = "ompd-frame"
 		}
 	}
 	return m
+}
+
+// directive is how a construct at loc (file:line) is written: "!$omp" in
+// a Fortran source file, "#pragma omp" otherwise.
+func directive(loc string) string {
+	file, _, _ := strings.Cut(loc, ":")
+	switch strings.ToLower(filepath.Ext(file)) {
+	case ".f", ".for", ".ftn", ".f77", ".f90", ".f95", ".f03", ".f08", ".f18":
+		return "!$omp"
+	}
+	return "#pragma omp"
 }
 
 func indexOf(s []int, v int) int {
@@ -663,7 +674,9 @@ func (b *builder) userFunctions(frames []inspect.Frame) {
 			case prefixName(f.Function) != "":
 				f.UserFunction = prefixName(f.Function)
 			}
-		case f.Kind == inspect.KindUser && !f.Inlined:
+		case f.Kind == inspect.KindUser:
+			// The innermost function below the marker, inlined or not:
+			// the construct is in its code.
 			next = f.Function
 		}
 	}
