@@ -33,14 +33,27 @@ func activity(frames []phys, inRegion bool, fam ompd.Family) string {
 	if len(frames) == 0 {
 		return activityUnknownUnwinding
 	}
-	sawRuntime := false
+	sawRuntime, sawSystem := false, false
 	for _, f := range frames {
 		switch f.kind {
 		case inspect.KindUser:
+			// The entry point the user code called, when it left no
+			// frame of its own (libgomp's omp_set_lock, GOMP_barrier
+			// and GOMP_critical_start jump on to internal functions).
+			if fam != nil && f.calls != "" && (sawRuntime || sawSystem) {
+				if a, ok := fam.Activity(f.calls); ok {
+					if a == ompd.ActivityIdle && inRegion {
+						return ActivityBarrierImplicit
+					}
+					return string(a)
+				}
+			}
 			if sawRuntime {
 				return ActivityRuntime
 			}
 			return ActivityUser
+		case inspect.KindSystem:
+			sawSystem = true
 		case inspect.KindRuntime:
 			sawRuntime = true
 			if fam == nil {

@@ -40,6 +40,10 @@ type phys struct {
 	// tail call (a jump) and so has no frame of its own on the stack:
 	// pc is the address after its jump, cfa is 0 (see elf.TailCalls).
 	tail bool
+	// calls names the function the frame's call instruction called, for
+	// the innermost user frame under runtime or system frames: the entry
+	// point it entered, which may have left no frame (a tail jump).
+	calls string
 }
 
 // threadStack is a thread's native stack and what was found on it.
@@ -127,6 +131,7 @@ func Add(rep *inspect.Report, t target.Target) {
 				ts.frames = append(ts.frames, b.tailCalls(&w.frames[j], &w.frames[j+1])...)
 			}
 		}
+		b.markCall(ts, w.frames)
 		b.stacks[th.TID] = ts
 	}
 	for _, w := range u.Warnings() {
@@ -192,6 +197,39 @@ func (b *builder) name(f *unwind.Frame) phys {
 		p.kind = inspect.KindSystem
 	}
 	return p
+}
+
+// markCall sets calls of the innermost user frame of ts when frames
+// inside other code are above it: the entry point its call instruction
+// called (unwind.CallTarget), named only when that address starts a
+// function of its module.
+func (b *builder) markCall(ts *threadStack, native []unwind.Frame) {
+	for i, p := range ts.frames {
+		if p.kind != inspect.KindUser {
+			continue
+		}
+		if i == 0 || p.tail {
+			return
+		}
+		// The native frame with this pc (tail call frames have none).
+		for j := range native {
+			f := &native[j]
+			if f.PC != p.pc || f.ExactPC() {
+				continue
+			}
+			callee, ok := unwind.CallTarget(b.t, f.PC)
+			if !ok {
+				return
+			}
+			if m := target.ModuleAt(b.t, callee); m != nil && m.Image != nil && callee >= m.Bias {
+				if sym, ok := m.Image.SymbolAt(callee - m.Bias); ok && sym.Value == callee-m.Bias {
+					ts.frames[i].calls = sym.Name
+				}
+			}
+			return
+		}
+		return
+	}
 }
 
 // tailCalls returns the tail call frames between the native frame f and
