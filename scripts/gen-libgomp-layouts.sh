@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# gen-libgomp-layouts.sh: writes, for each GCC version whose source package
-# Debian 12 (bookworm) offers, the x86-64 layout of the GNU libgomp
+# gen-libgomp-layouts.sh: writes, for each GCC version given, the x86-64 layout of the GNU libgomp
 # structures ompd-inspect reads (ompd/gomp): ompd/gomp/layouts/NN.txt.
 #
 # No released GCC ships an OMPD library and Debian's libgomp is stripped,
 # so ompd/gomp takes its offsets from these tables (checked at run time
 # against the offsets libgomp's exported functions use).
 #
-# For each version it downloads the source package gcc-NN (apt-get source
-# --download-only; needs deb-src entries) into
-# $OMPD_INSPECT_CACHE/src/gcc (default /var/cache/ompd-inspect), extracts
+# For each version it downloads the source package gcc-NN into
+# $OMPD_INSPECT_CACHE/src/gcc (default /var/cache/ompd-inspect): from the
+# machine's deb-src entries (apt-get source --download-only) when they offer
+# gcc-NN (Debian 12: 11, 12), else from the first of the suites bullseye,
+# trixie, forky, sid whose source index lists it (its highest version
+# there): the .dsc's files from the pool, each checked against the SHA256
+# of the signed index (scripts/debian-archive.sh). It then extracts
 # only libgomp/ and include/ from the inner gcc-*-dfsg tarball, copies the
 # headers libgomp.h includes into a work directory (the libgomp directory,
 # then config/linux/x86, config/linux, config/posix: the search order of
@@ -32,7 +35,11 @@
 # into the repository; the output is committed, so nothing runs this script
 # at build or test time.
 #
-# Needs: root (apt-get), gcc, tar, xz-utils, deb-src entries.
+# The tables committed: 10 (bullseye), 11 and 12 (bookworm), 13 and 14
+# (trixie), 15 and 16 (forky).
+#
+# Needs: gcc, tar, xz-utils, curl, gpgv, debian-archive-keyring; root
+# (apt-get) and deb-src entries for the versions of the machine's release.
 # Usage: scripts/gen-libgomp-layouts.sh [VERSION...]   (default 11 12)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,8 +50,36 @@ cc=${CC:-gcc}
 versions=("$@")
 [ ${#versions[@]} -gt 0 ] || versions=(11 12)
 mkdir -p "$src" "$out"
+deb_dir=$cache/debian
+# shellcheck source=scripts/debian-archive.sh
+. "$here/scripts/debian-archive.sh"
+other_suites=(bullseye trixie forky sid)
 
 log() { echo "gen: $*" >&2; }
+
+# fetch_source V: downloads the source package gcc-V into the current
+# directory, from the machine's deb-src entries or another suite.
+fetch_source() {
+  local v=$1 suite index stanza dir sum size name
+  if apt-cache showsrc "gcc-$v" 2>/dev/null | grep -q "^Package: gcc-$v\$"; then
+    log "gcc-$v: downloading the source package (apt-get source)"
+    apt-get source --download-only "gcc-$v" >&2
+    return
+  fi
+  for suite in "${other_suites[@]}"; do
+    index=$(deb_index "$suite" main/source/Sources.xz)
+    stanza=$(deb_stanza "$index" "gcc-$v")
+    [ -n "$stanza" ] || continue
+    dir=$(deb_field "$stanza" Directory)
+    log "gcc-$v: downloading $(deb_field "$stanza" Version) from $suite's $dir"
+    while read -r sum size name; do
+      deb_fetch "$deb_mirror/$dir/$name" "$name" "$sum"
+    done < <(awk '/^Checksums-Sha256:/ { s = 1; next } /^[^ ]/ { s = 0 } s && NF == 3' <<<"$stanza")
+    return
+  done
+  log "gcc-$v: no suite of ${other_suites[*]} has its source package"
+  exit 1
+}
 
 probe() {
   cat <<'EOF'
@@ -110,7 +145,10 @@ int main(void) {
   F(prio_splay_tree_node_s, key); F(prio_splay_tree_node_s, left);
   F(prio_splay_tree_node_s, right);
   E(GOMP_TASK_IMPLICIT); E(GOMP_TASK_UNDEFERRED); E(GOMP_TASK_WAITING);
-  E(GOMP_TASK_TIED); E(GOMP_TASK_ASYNC_RUNNING); E(GOMP_TASK_DETACHED);
+  E(GOMP_TASK_TIED); E(GOMP_TASK_ASYNC_RUNNING);
+#ifdef GOMP_PROBE_DETACHED
+  E(GOMP_TASK_DETACHED);
+#endif
   E(PQ_TEAM); E(PQ_CHILDREN); E(PQ_TASKGROUP);
   E(GFS_RUNTIME); E(GFS_STATIC); E(GFS_DYNAMIC); E(GFS_GUIDED); E(GFS_AUTO);
   E(GFS_MONOTONIC);
@@ -125,8 +163,7 @@ for v in "${versions[@]}"; do
   cd "$src"
   orig=$(ls gcc-"${v}"_*.orig.tar.* 2>/dev/null | head -1 || true)
   if [ -z "$orig" ]; then
-    log "gcc-$v: downloading the source package"
-    apt-get source --download-only "gcc-$v" >&2
+    fetch_source "$v"
     orig=$(ls gcc-"${v}"_*.orig.tar.* | head -1)
   fi
   x=$src/x$v
@@ -168,7 +205,9 @@ EOF
   # Fields some versions lack: probed only where the header declares them.
   extra=()
   grep -q 'unsigned int num_teams;' "$top/libgomp/libgomp.h" && extra+=(-DGOMP_PROBE_NUM_TEAMS)
-  grep -q 'max_active_levels_var;' "$top/libgomp/libgomp.h" && extra+=(-DGOMP_PROBE_MAX_ACTIVE_LEVELS)
+  # (GCC 10 has a global gomp_max_active_levels_var, no ICV field.)
+  grep -q '[[:space:]]max_active_levels_var;' "$top/libgomp/libgomp.h" && extra+=(-DGOMP_PROBE_MAX_ACTIVE_LEVELS)
+  grep -q 'GOMP_TASK_DETACHED' "$top/libgomp/libgomp.h" && extra+=(-DGOMP_PROBE_DETACHED)
   "$cc" -std=gnu11 -O0 -w -I"$work/inc" -I"$top/include" "${extra[@]}" \
     -o "$work/probe" "$work/probe.c" -lpthread 2>"$work/cc.log" || {
     log "gcc-$v: probe does not compile:"; cat "$work/cc.log" >&2; exit 1; }
