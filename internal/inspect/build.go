@@ -109,7 +109,7 @@ func buildGNU(t target.Target, src Source, opts Options, rt *target.Module) (*Re
 func (b *builder) build(src Source) (*Report, error) {
 	t := b.t
 	defer b.release()
-	b.r.Target = TargetInfo{Kind: src.Kind, PID: t.PID(), Core: src.Core}
+	b.r.Target = TargetInfo{Kind: src.Kind, PID: t.PID(), Core: src.Core, Crash: crashOf(t, src)}
 	if mods := t.Modules(); len(mods) > 0 {
 		b.r.Target.Executable = mods[0].Name
 	}
@@ -152,7 +152,7 @@ func degraded(t target.Target, src Source, rt *target.Module, why error) (*Repor
 		// The OMPD library the caller asked for has nothing to work on.
 		return nil, fmt.Errorf("the dll backend: %w", why)
 	}
-	r := Report{Target: TargetInfo{Kind: src.Kind, PID: t.PID(), Core: src.Core}}
+	r := Report{Target: TargetInfo{Kind: src.Kind, PID: t.PID(), Core: src.Core, Crash: crashOf(t, src)}}
 	if mods := t.Modules(); len(mods) > 0 {
 		r.Target.Executable = mods[0].Name
 	}

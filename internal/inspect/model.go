@@ -23,6 +23,17 @@ type TargetInfo struct {
 	PID        int    `json:"pid"`
 	Executable string `json:"executable"`
 	Core       string `json:"core,omitempty"`
+	// Crash is the thread whose fatal signal wrote the core, when the
+	// core says so; absent otherwise.
+	Crash *Crash `json:"crash,omitempty"`
+}
+
+// Crash is the fatal signal that made the kernel write a core, and the
+// thread that received it.
+type Crash struct {
+	OSTID  int    `json:"os_tid"`
+	Signal string `json:"signal"` // e.g. "SIGSEGV"
+	Number int    `json:"number"`
 }
 
 // Runtime describes the OpenMP runtime found in the target.

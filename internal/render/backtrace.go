@@ -69,6 +69,9 @@ func threadLabel(r *inspect.Report, bt inspect.Backtrace) string {
 			parts = append(parts, fmt.Sprintf("thread %d of its team", *t.ThreadNum))
 		}
 	}
+	if c := r.Target.Crash; c != nil && c.OSTID == bt.OSTID {
+		parts = append(parts, "took "+c.Signal)
+	}
 	label := " (" + strings.Join(parts, ", ") + ")"
 	doing := bt.Activity
 	if bt.State != nil {

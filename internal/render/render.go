@@ -22,6 +22,9 @@ func header(w io.Writer, r *inspect.Report) {
 		what = fmt.Sprintf("core %s (process %d)", t.Core, t.PID)
 	}
 	fmt.Fprintf(w, "%s  %s\n", what, t.Executable)
+	if c := t.Crash; c != nil {
+		fmt.Fprintf(w, "crash     thread %d took %s\n", c.OSTID, c.Signal)
+	}
 	rt := r.Runtime
 	switch {
 	case rt.Library == "":
