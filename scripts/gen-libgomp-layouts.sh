@@ -61,7 +61,7 @@ log() { echo "gen: $*" >&2; }
 # directory, from the machine's deb-src entries or another suite.
 fetch_source() {
   local v=$1 suite index stanza dir sum size name
-  if apt-cache showsrc "gcc-$v" 2>/dev/null | grep -q "^Package: gcc-$v\$"; then
+  if [[ "$(apt-cache showsrc "gcc-$v" 2>/dev/null || true)" == *"Package: gcc-$v"$'\n'* ]]; then
     log "gcc-$v: downloading the source package (apt-get source)"
     apt-get source --download-only "gcc-$v" >&2
     return
@@ -72,10 +72,12 @@ fetch_source() {
     [ -n "$stanza" ] || continue
     dir=$(deb_field "$stanza" Directory)
     log "gcc-$v: downloading $(deb_field "$stanza" Version) from $suite's $dir"
+    local ok=yes
     while read -r sum size name; do
-      deb_fetch "$deb_mirror/$dir/$name" "$name" "$sum"
+      deb_fetch "$deb_mirror/$dir/$name" "$name" "$sum" || { ok=no; break; }
     done < <(awk '/^Checksums-Sha256:/ { s = 1; next } /^[^ ]/ { s = 0 } s && NF == 3' <<<"$stanza")
-    return
+    [ "$ok" = yes ] && return
+    log "gcc-$v: $suite's files cannot be downloaded: trying the next suite"
   done
   log "gcc-$v: no suite of ${other_suites[*]} has its source package"
   exit 1
