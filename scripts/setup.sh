@@ -16,8 +16,9 @@ log() { printf 'setup: %s\n' "$*" >&2; }
 
 # gcc: cgo builds the dll backend (ompd/dll); util-linux: setpriv for the
 # least-privilege test; llvm-19: llvm-symbolizer-19, an oracle of the DWARF
-# tests (clang-19 only recommends it).
-need_pkgs=(clang-19 llvm-19 libomp-19-dev gdb cmake ninja-build dpkg-dev xz-utils make gcc libc6-dev libc6-dbg util-linux debuginfod gfortran-12 gcc-11)
+# tests (clang-19 only recommends it); curl, gpgv, debian-archive-keyring:
+# libgomp releases of other suites (below).
+need_pkgs=(clang-19 llvm-19 libomp-19-dev gdb cmake ninja-build dpkg-dev xz-utils make gcc libc6-dev libc6-dbg util-linux debuginfod gfortran-12 gcc-11 curl gpgv debian-archive-keyring)
 missing=()
 for p in "${need_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -86,6 +87,38 @@ for v in 13 14 15 16 19; do
     mv "$libdir/libompd.so.tmp" "$libdir/libompd.so"
     rm -rf "$tmp"
   fi
+done
+
+# GNU libgomp of other GCC releases than Debian 12's (12.2), for ompd/gomp's
+# tests: Debian's libgomp1 of another suite, extracted into
+# $cache/stock/libgomp1-NN (usr/lib/x86_64-linux-gnu/libgomp.so.1; a
+# program runs on it with LD_LIBRARY_PATH). apt-get download reaches only
+# this machine's suites: the .deb comes from the pool, located and checked
+# (SHA256) by the suite's signed Packages index (scripts/debian-archive.sh).
+# Each suite's libgomp1 is its newest GCC's. 14's and 16's need glibc 2.38
+# (__isoc23_strtol...): they run on Debian 12's 2.36 through
+# fixture.LibgompEnv (a shim for those functions), 10's as they are.
+deb_dir=$cache/debian
+# shellcheck source=scripts/debian-archive.sh
+. "$(cd "$(dirname "$0")" && pwd)/debian-archive.sh"
+for vs in 10:bullseye 14:trixie 16:forky; do
+  v=${vs%%:*} suite=${vs#*:}
+  dir=$cache/stock/libgomp1-$v
+  [ -f "$dir/usr/lib/x86_64-linux-gnu/libgomp.so.1" ] && continue
+  rm -f "$deb_dir/$suite/main_binary-amd64_Packages" # the suite's current index
+  index=$(deb_index "$suite" main/binary-amd64/Packages.xz)
+  stanza=$(deb_stanza "$index" libgomp1 amd64)
+  src=$(deb_field "$stanza" Source)
+  if [ "$src" != "gcc-$v" ]; then
+    log "$suite's libgomp1 comes from ${src:-nowhere}, not gcc-$v: update setup.sh's list of libgomp releases"
+    exit 1
+  fi
+  log "extracting $suite's libgomp1 $(deb_field "$stanza" Version) into $dir"
+  tmp=$(mktemp -d)
+  deb_fetch "$deb_mirror/$(deb_field "$stanza" Filename)" "$tmp/libgomp1.deb" "$(deb_field "$stanza" SHA256)"
+  rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+  dpkg-deb -x "$tmp/libgomp1.deb" "$dir.tmp"
+  rm -rf "$tmp" "$dir" && mv "$dir.tmp" "$dir"
 done
 
 if [ -f "$stamp" ] && [ -f "$build/runtime/src/libomp.so" ] && [ -f "$build/libompd/src/libompd.so" ]; then
