@@ -36,7 +36,8 @@
 # at build or test time.
 #
 # The tables committed: 10 (bullseye), 11 and 12 (bookworm), 13 and 14
-# (trixie), 15 and 16 (forky).
+# (trixie), 16 (forky). 15: its pool files were not reachable (404) when
+# this was written.
 #
 # Needs: gcc, tar, xz-utils, curl, gpgv, debian-archive-keyring; root
 # (apt-get) and deb-src entries for the versions of the machine's release.
