@@ -35,6 +35,10 @@ type AddressSpace struct {
 	// gomp_global_icv, gomp_cancel_var and gomp_max_task_priority_var, 0
 	// when the code did not show them.
 	GlobalICV, CancelVar, MaxTaskPriorityVar uint64
+	// MaxActiveLevelsVar is the address of gomp_max_active_levels_var,
+	// the global that holds max-active-levels-var in releases whose
+	// task ICVs have no such field (GCC 10); 0 otherwise.
+	MaxActiveLevelsVar uint64
 	// Warnings says what was dropped or could not be checked.
 	Warnings []string
 }
@@ -181,12 +185,24 @@ func (as *AddressSpace) runChecks(tnAddr uint64, tn []inst) {
 		add("omp_get_schedule", at(l, 0), len(l) >= 2, ticv+"run_sched_var")
 		add("omp_get_schedule", at(l, 1), len(l) >= 2, ticv+"run_sched_chunk_size")
 	}
+	if c := as.code("omp_get_max_active_levels"); c != nil {
+		_, inTable := as.Layout.Get(ticv + "max_active_levels_var")
+		_, perThread := fsDisp(c)
+		if a, ok := ripAddr(c, false); ok && !inTable && !perThread {
+			// A release that keeps it in a global, not in the
+			// thread's task (GCC 10): the getter reads no thread
+			// state.
+			as.MaxActiveLevelsVar = a
+		} else {
+			l := plainLoads(c)
+			add("omp_get_max_active_levels", at(l, len(l)-1), len(l) > 0, ticv+"max_active_levels_var")
+		}
+	}
 	for fn, key := range map[string]string{
-		"omp_get_default_device":    "default_device_var",
-		"omp_get_thread_limit":      "thread_limit_var",
-		"omp_get_dynamic":           "dyn_var",
-		"omp_get_max_active_levels": "max_active_levels_var",
-		"omp_get_proc_bind":         "bind_var",
+		"omp_get_default_device": "default_device_var",
+		"omp_get_thread_limit":   "thread_limit_var",
+		"omp_get_dynamic":        "dyn_var",
+		"omp_get_proc_bind":      "bind_var",
 	} {
 		if c := as.code(fn); c != nil {
 			l := plainLoads(c)
@@ -258,10 +274,21 @@ func (as *AddressSpace) apply(checks []check) {
 		delete(confirmed, k)
 	}
 	if l.Release == 0 {
-		// Unknown release: keep only what the code showed.
+		// Unknown release: keep only what the code showed, with the
+		// fields' sizes, which are those of their C types in every
+		// release (the newest table's).
+		sizes, err := LayoutFor(newestTable)
 		for k := range l.vals {
 			if !confirmed[k] {
 				delete(l.vals, k)
+			}
+		}
+		for k := range confirmed {
+			if err != nil {
+				break
+			}
+			if v, ok := sizes.Get("sizeof " + k); ok {
+				l.vals["sizeof "+k] = v
 			}
 		}
 	}

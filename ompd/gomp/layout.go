@@ -59,6 +59,11 @@ func (l *Layout) source() string {
 }
 
 // LayoutFor returns the table of GCC release major, if the package has one.
+// newestTable is the newest release with a table: the field sizes an
+// unknown release's confirmed offsets are read with.
+const newestTable = 16
+
+// LayoutFor returns the layout table of GCC release major.
 func LayoutFor(major int) (*Layout, error) {
 	data, err := layoutFiles.ReadFile(fmt.Sprintf("layouts/%d.txt", major))
 	if err != nil {

@@ -115,8 +115,12 @@ func (as *AddressSpace) Thread(tp uint64) (*Thread, error) {
 	if t.Task, err = as.field(t.Addr, "gomp_thread.task"); err != nil {
 		return nil, fmt.Errorf("thread %#x: %w", tp, err)
 	}
-	if t.Pool, err = as.field(t.Addr, "gomp_thread.thread_pool"); err != nil {
-		return nil, fmt.Errorf("thread %#x: %w", tp, err)
+	// An unknown release whose code shows no thread_pool: no pool, and
+	// idle workers are told by their team only.
+	if as.Layout.Has("gomp_thread.thread_pool") {
+		if t.Pool, err = as.field(t.Addr, "gomp_thread.thread_pool"); err != nil {
+			return nil, fmt.Errorf("thread %#x: %w", tp, err)
+		}
 	}
 	if t.Team != 0 {
 		if reason := as.idleReason(t); reason != "" {
@@ -588,7 +592,19 @@ func (as *AddressSpace) ICVsOf(t *Thread) (*ICVs, error) {
 	ic.DefaultDevice = int32(read("default_device_var"))
 	ic.ThreadLimit = uint32(read("thread_limit_var"))
 	ic.Dyn = read("dyn_var") != 0
-	ic.MaxActiveLevels = int(read("max_active_levels_var"))
+	if _, inTask := as.Layout.Get("gomp_task_icv.max_active_levels_var"); !inTask && as.MaxActiveLevelsVar != 0 {
+		// A global of type unsigned long (GCC 10).
+		if err == nil {
+			var v uint64
+			if v, err = as.m.u64(as.MaxActiveLevelsVar); err == nil {
+				ic.MaxActiveLevels = int(min(v, 0x7fffffff))
+			} else {
+				err = fmt.Errorf("gomp_max_active_levels_var at %#x: %w", as.MaxActiveLevelsVar, err)
+			}
+		}
+	} else {
+		ic.MaxActiveLevels = int(read("max_active_levels_var"))
+	}
 	ic.Bind = int8(read("bind_var"))
 	if err != nil {
 		return nil, fmt.Errorf("ICVs at %#x: %w", ic.Source, err)
