@@ -170,14 +170,13 @@ var gompCases = []gompCase{
 	},
 	{
 		// fteams.f90 with fcore.c (frecord.c that passes the program's
-		// arguments on, for kernel cores). Without -fno-backtrace,
-		// libgfortran's SIGABRT handler maps the program's files again
-		// (to print a backtrace) before the kernel dumps the core, and
-		// ompd-inspect then places the executable over the whole address
-		// space (reported).
+		// arguments on, for kernel cores). gfortran's default
+		// backtrace on: libgfortran's SIGABRT handler maps the
+		// program's file again (to print a backtrace) before the
+		// kernel dumps the core, and that mapping must not become part
+		// of the executable's module.
 		name: "fteams", compiler: "gfortran-12", srcs: []string{"fteams.f90", "fcore.c"}, file: "fteams.f90",
-		flags: []string{"-fno-backtrace"},
-		env:   []string{"OMP_WAIT_POLICY=passive", "OMP_MAX_ACTIVE_LEVELS=2", "OMP_NUM_THREADS=2"},
+		env: []string{"OMP_WAIT_POLICY=passive", "OMP_MAX_ACTIVE_LEVELS=2", "OMP_NUM_THREADS=2"},
 		regions: map[int]gompConstruct{
 			1: {"MAIN__._omp_fn.0", gompText("fteams.f90", 0, "!$omp parallel num_threads(2)")},
 			2: {"MAIN__._omp_fn.1", gompText("fteams.f90", 0, "!$omp parallel")},

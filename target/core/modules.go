@@ -75,9 +75,23 @@ func (c *Core) buildModules(opts Options) {
 		if mod == nil {
 			continue
 		}
+		var lo, hi uint64
+		spans := false
+		if mod.Image != nil {
+			lo, hi, spans = mod.Image.LoadSpan(mod.Bias)
+		}
+		if spans {
+			// A file mapped again elsewhere (a library reading its
+			// own file, as libgfortran's backtrace does) is not part
+			// of the module: its mappings outside the image's load
+			// span are left out.
+			mod.Start, mod.End = max(mod.Start, lo), min(mod.End, hi)
+		}
 		c.modules = append(c.modules, mod)
 		for _, i := range g.maps {
-			c.maps[i].mod = mod
+			if m := &c.maps[i]; !spans || (m.start < hi && m.end > lo) {
+				m.mod = mod
+			}
 		}
 	}
 }

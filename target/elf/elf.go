@@ -114,6 +114,26 @@ type Load struct {
 	Flags elf.ProgFlag
 }
 
+// LoadSpan returns the addresses the image's PT_LOAD segments cover when
+// it is loaded with bias, page-aligned; ok is false when it has none. A
+// mapping of the file outside the span is no part of the loaded image (a
+// program that maps the file again to read it).
+func (im *Image) LoadSpan(bias uint64) (lo, hi uint64, ok bool) {
+	const page = 0x1000
+	for _, l := range im.loads {
+		start := (bias + l.Vaddr) &^ (page - 1)
+		end := (bias + l.Vaddr + l.Memsz + page - 1) &^ (page - 1)
+		if !ok || start < lo {
+			lo = start
+		}
+		if !ok || end > hi {
+			hi = end
+		}
+		ok = true
+	}
+	return lo, hi, ok && lo < hi
+}
+
 // TLS describes the PT_TLS segment: the initialization image of the
 // module's thread-local storage block, Filesz bytes at link-time address
 // Vaddr followed by zeros up to Memsz, aligned to Align in each thread.

@@ -230,6 +230,15 @@ func buildModules(groups []*fileGroup, tid int, files fileOps) ([]moduleInfo, []
 		}
 		mod.bias = bias
 		mod.img = img
+		if sp, ok := img.(interface {
+			LoadSpan(bias uint64) (lo, hi uint64, ok bool)
+		}); ok {
+			// The file mapped again elsewhere (a program reading its
+			// own file) is not part of the module.
+			if lo, hi, ok := sp.LoadSpan(bias); ok {
+				mod.start, mod.end = max(mod.start, lo), min(mod.end, hi)
+			}
+		}
 		mods = append(mods, mod)
 	}
 	return mods, warns
