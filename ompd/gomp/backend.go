@@ -53,9 +53,16 @@ func (g *gas) Unavailable() []string {
 	return append(append([]string{}, Unavailable...), icvUnavailable()...)
 }
 
-// OMPVersion: libgomp keeps no _OPENMP value in memory.
+// openMPVersions is the _OPENMP value each GCC release's libgomp
+// prints for OMP_DISPLAY_ENV (its env.c): libgomp keeps none in memory.
+var openMPVersions = map[int]int{10: 201511, 11: 201511, 12: 201511, 13: 201511, 14: 201511, 16: 202111}
+
+// OMPVersion is the _OPENMP value of libgomp's release, when known.
 func (g *gas) OMPVersion() (int, error) {
-	return 0, fmt.Errorf("libgomp keeps no OpenMP version: %w", backend.ErrUnsupported)
+	if v, ok := openMPVersions[g.as.Release.Major]; ok {
+		return v, nil
+	}
+	return 0, fmt.Errorf("the OpenMP version of an unknown libgomp release: %w", backend.ErrUnsupported)
 }
 
 // OMPVersionString names the runtime: GNU libgomp, its GCC release and
@@ -212,9 +219,12 @@ func boolValue(b bool) ompd.Value {
 	return ompd.Value{Num: 0}
 }
 
-// DisplayControlVars gives what OMP_DISPLAY_ENV prints that libgomp holds
-// where this package finds it: the global ICVs (gomp_global_icv), the
-// cancellation and task priority globals.
+// DisplayControlVars gives the lines of OMP_DISPLAY_ENV that libgomp
+// prints from what this package reads, with libgomp's own spelling of
+// the values (its env.c; GCC 13 on prefix them with "[host]", left out
+// here): the global ICVs (gomp_global_icv), the cancellation and task
+// priority globals. Lists (OMP_NUM_THREADS=4,2) show their first element:
+// the rest is in a global no exported function shows.
 func (g *gas) DisplayControlVars() ([]string, error) {
 	if g.as.GlobalICV == 0 {
 		return nil, errors.New("libgomp: gomp_global_icv was not found")
@@ -229,29 +239,67 @@ func (g *gas) DisplayControlVars() ([]string, error) {
 		}
 		return "FALSE"
 	}
-	sched := ic.ScheduleString()
-	if sched == "" {
-		sched = fmt.Sprintf("unknown (%d)", ic.RunSched)
+	var out []string
+	if v, err := g.OMPVersion(); err == nil {
+		out = append(out, fmt.Sprintf("_OPENMP='%d'", v))
 	}
-	out := []string{
+	out = append(out,
 		fmt.Sprintf("OMP_DYNAMIC='%s'", yes(ic.Dyn)),
+		fmt.Sprintf("OMP_NESTED='%s'", yes(ic.MaxActiveLevels > 1)),
 		fmt.Sprintf("OMP_NUM_THREADS='%d'", ic.NThreads),
-		fmt.Sprintf("OMP_SCHEDULE='%s'", sched),
+		fmt.Sprintf("OMP_SCHEDULE='%s'", displaySchedule(ic.RunSched, ic.Chunk)),
 		fmt.Sprintf("OMP_PROC_BIND='%s'", bindName(ic.Bind)),
-		fmt.Sprintf("OMP_THREAD_LIMIT='%d'", ic.ThreadLimitValue()),
+		fmt.Sprintf("OMP_THREAD_LIMIT='%d'", ic.ThreadLimit),
 		fmt.Sprintf("OMP_MAX_ACTIVE_LEVELS='%d'", ic.MaxActiveLevels),
-		fmt.Sprintf("OMP_DEFAULT_DEVICE='%d'", ic.DefaultDevice),
-	}
+	)
 	if ic.Cancel >= 0 {
 		out = append(out, fmt.Sprintf("OMP_CANCELLATION='%s'", yes(ic.Cancel != 0)))
 	}
+	out = append(out, fmt.Sprintf("OMP_DEFAULT_DEVICE='%d'", ic.DefaultDevice))
 	if ic.MaxTaskPriority >= 0 {
 		out = append(out, fmt.Sprintf("OMP_MAX_TASK_PRIORITY='%d'", ic.MaxTaskPriority))
 	}
 	return out, nil
 }
 
-// bindName names omp_proc_bind_t as OMP_DISPLAY_ENV does.
+// displaySchedule spells run-sched-var as libgomp's OMP_DISPLAY_ENV does:
+// a MONOTONIC: modifier (none for monotonic static, NONMONOTONIC: for a
+// plain static), the kind in capitals, and the chunk size when it is not
+// the kind's default (0 for static, 1 for the others).
+func displaySchedule(sched, chunk int32) string {
+	s := ""
+	mono := sched&schedMonotonic != 0
+	kind := sched &^ schedMonotonic
+	switch {
+	case mono && kind != schedStatic:
+		s = "MONOTONIC:"
+	case !mono && kind == schedStatic:
+		s = "NONMONOTONIC:"
+	}
+	def := int32(1)
+	switch kind {
+	case 0:
+		s += "RUNTIME"
+	case schedStatic:
+		s += "STATIC"
+		def = 0
+	case schedDynamic:
+		s += "DYNAMIC"
+	case schedGuided:
+		s += "GUIDED"
+	case schedAuto:
+		return s + "AUTO"
+	default:
+		return s + fmt.Sprintf("unknown (%d)", kind)
+	}
+	if chunk != def {
+		s += fmt.Sprintf(",%d", chunk)
+	}
+	return s
+}
+
+// bindName names omp_proc_bind_t as libgomp's OMP_DISPLAY_ENV does
+// (MASTER, not PRIMARY, in every release with a table).
 func bindName(b int8) string {
 	switch b {
 	case 0:
@@ -259,7 +307,7 @@ func bindName(b int8) string {
 	case 1:
 		return "TRUE"
 	case 2:
-		return "PRIMARY"
+		return "MASTER"
 	case 3:
 		return "CLOSE"
 	case 4:
