@@ -567,14 +567,14 @@ func checkGompCurrentTask(t *testing.T, s *gompState, rec gompRecord, th inspect
 // checkGompControlVars compares the env view with what libgomp printed
 // for OMP_DISPLAY_ENV: every variable ompd-inspect gives (at least the
 // ICVs libgomp keeps in gomp_global_icv and its globals) has libgomp's
-// value, except where gompDisplayDeviates.
+// value exactly.
 func checkGompControlVars(t *testing.T, r *inspect.Report, displayed map[string]string) {
 	t.Helper()
 	got := map[string]string{}
 	for _, v := range r.ControlVars {
 		got[v.Name] = v.Value
 	}
-	for _, name := range []string{"_OPENMP", "OMP_DYNAMIC", "OMP_NESTED", "OMP_NUM_THREADS", "OMP_SCHEDULE", "OMP_PROC_BIND", "OMP_THREAD_LIMIT",
+	for _, name := range []string{"_OPENMP", "OMP_DYNAMIC", "OMP_NESTED", "OMP_SCHEDULE", "OMP_THREAD_LIMIT",
 		"OMP_MAX_ACTIVE_LEVELS", "OMP_DEFAULT_DEVICE", "OMP_CANCELLATION", "OMP_MAX_TASK_PRIORITY"} {
 		if _, ok := got[name]; !ok {
 			t.Errorf("control var %s missing: %v", name, got)
@@ -586,20 +586,10 @@ func checkGompControlVars(t *testing.T, r *inspect.Report, displayed map[string]
 		case !ok:
 			t.Errorf("control var %s=%s: libgomp displays no such variable", name, v)
 		case v == want:
-		case gompDisplayDeviates(name, want):
-			t.Logf("control var %s=%s; libgomp displays %s (known deviation, reported)", name, v, want)
 		default:
 			t.Errorf("control var %s=%s; libgomp displays %s", name, v, want)
 		}
 	}
-}
-
-// gompDisplayDeviates tells the values of OMP_DISPLAY_ENV that
-// ompd-inspect is known to write otherwise than libgomp (reported, not
-// asserted): an OMP_NUM_THREADS list (libgomp 5,2, ompd-inspect its first
-// element: the rest is in a global no exported function shows).
-func gompDisplayDeviates(name, displayed string) bool {
-	return name == "OMP_NUM_THREADS" && strings.Contains(displayed, ",")
 }
 
 // gompSignature renders the default bt view of one thread: user frames

@@ -223,8 +223,10 @@ func boolValue(b bool) ompd.Value {
 // prints from what this package reads, with libgomp's own spelling of
 // the values (its env.c; GCC 13 on prefix them with "[host]", left out
 // here): the global ICVs (gomp_global_icv), the cancellation and task
-// priority globals. Lists (OMP_NUM_THREADS=4,2) show their first element:
-// the rest is in a global no exported function shows.
+// priority globals. OMP_NUM_THREADS and OMP_PROC_BIND are left out: they
+// are lists (OMP_NUM_THREADS=4,2) whose elements after the first are in
+// globals no exported function shows, so a value given here could be
+// wrong; their first elements are the ICVs nthreads-var and bind-var.
 func (g *gas) DisplayControlVars() ([]string, error) {
 	if g.as.GlobalICV == 0 {
 		return nil, errors.New("libgomp: gomp_global_icv was not found")
@@ -246,9 +248,7 @@ func (g *gas) DisplayControlVars() ([]string, error) {
 	out = append(out,
 		fmt.Sprintf("OMP_DYNAMIC='%s'", yes(ic.Dyn)),
 		fmt.Sprintf("OMP_NESTED='%s'", yes(ic.MaxActiveLevels > 1)),
-		fmt.Sprintf("OMP_NUM_THREADS='%d'", ic.NThreads),
 		fmt.Sprintf("OMP_SCHEDULE='%s'", displaySchedule(ic.RunSched, ic.Chunk)),
-		fmt.Sprintf("OMP_PROC_BIND='%s'", bindName(ic.Bind)),
 		fmt.Sprintf("OMP_THREAD_LIMIT='%d'", ic.ThreadLimit),
 		fmt.Sprintf("OMP_MAX_ACTIVE_LEVELS='%d'", ic.MaxActiveLevels),
 	)
@@ -296,24 +296,6 @@ func displaySchedule(sched, chunk int32) string {
 		s += fmt.Sprintf(",%d", chunk)
 	}
 	return s
-}
-
-// bindName names omp_proc_bind_t as libgomp's OMP_DISPLAY_ENV does
-// (MASTER, not PRIMARY, in every release with a table).
-func bindName(b int8) string {
-	switch b {
-	case 0:
-		return "FALSE"
-	case 1:
-		return "TRUE"
-	case 2:
-		return "MASTER"
-	case 3:
-		return "CLOSE"
-	case 4:
-		return "SPREAD"
-	}
-	return fmt.Sprint(b)
 }
 
 // QueuedTasks returns the tasks waiting in the queues of the teams met
