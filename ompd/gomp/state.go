@@ -152,7 +152,7 @@ func (as *AddressSpace) idleReason(t *Thread) string {
 	}
 	member, err := as.memberAt(t.Team, t.TeamID)
 	if err != nil {
-		return fmt.Sprintf("its team at %#x cannot be read: %v", t.Team, err)
+		return fmt.Sprintf("its team at %#x does not list it as thread %d: %v", t.Team, t.TeamID, err)
 	}
 	if member != t.Addr {
 		return fmt.Sprintf("not member %d of its team at %#x", t.TeamID, t.Team)
@@ -213,6 +213,9 @@ func (as *AddressSpace) master(team uint64, depth int) (uint64, error) {
 	parent, num, _, _, err := as.state(team + prev)
 	if err != nil {
 		return 0, fmt.Errorf("team at %#x: prev_ts: %w", team, err)
+	}
+	if parent == team {
+		return 0, fmt.Errorf("gomp_team.prev_ts: cycle at team %#x", team)
 	}
 	if parent != 0 {
 		return as.memberAtDepth(parent, num, depth+1)
@@ -506,24 +509,31 @@ func (as *AddressSpace) queue(q uint64, typ int, what string) ([]uint64, error) 
 }
 
 // list appends the tasks of a circular priority list whose head pointer
-// is at headp.
+// is at headp. A queue's lists together hold at most MaxQueued tasks (out
+// counts them); a node met twice ends the walk with an error (the list
+// does not come back to its head).
 func (as *AddressSpace) list(headp, toTask uint64, what string, out []uint64) ([]uint64, error) {
 	head, err := as.m.u64(headp)
 	if err != nil {
 		return out, fmt.Errorf("%s: list head at %#x: %w", what, headp, err)
 	}
-	for n, i := head, 0; n != 0; i++ {
-		if i >= MaxQueued {
-			return out, fmt.Errorf("%s: more than %d tasks, or a cycle that misses the head", what, MaxQueued)
+	seen := map[uint64]bool{}
+	for n := head; n != 0; {
+		if len(out) >= MaxQueued {
+			return out, fmt.Errorf("%s: more than %d tasks", what, MaxQueued)
 		}
+		if seen[n] {
+			return out, fmt.Errorf("%s: a cycle at node %#x that misses the head", what, n)
+		}
+		seen[n] = true
 		if n < toTask {
 			return out, fmt.Errorf("%s: node %#x is not a task's", what, n)
 		}
-		out = append(out, n-toTask)
 		next, err := as.m.u64(n) // priority_node.next at 0
 		if err != nil {
 			return out, fmt.Errorf("%s: node %#x: %w", what, n, err)
 		}
+		out = append(out, n-toTask)
 		if next == head {
 			break
 		}
