@@ -417,9 +417,9 @@ func checkGompCommon(t *testing.T, s *gompState, displayed map[string]string) {
 	}
 	for _, tid := range idle {
 		th := threadOf(t, r, tid)
-		if !th.OpenMP || th.Idle == nil || th.Region != nil || th.Task != nil || str(th.State) != "idle" || th.Futex == nil {
-			t.Errorf("idle worker %d: openmp %v, idle %s, region %s, task %s, state %s, futex %s; want an idle OpenMP thread asleep on a futex, with no region or task",
-				tid, th.OpenMP, str(th.Idle), str(th.Region), str(th.Task), str(th.State), str(th.Futex))
+		if !th.OpenMP || th.Idle == nil || th.Region != nil || th.Task != nil || th.ThreadNum != nil || str(th.State) != "idle" || th.Futex == nil {
+			t.Errorf("idle worker %d: openmp %v, idle %s, region %s, task %s, thread_num %v, state %s, futex %s; want an idle OpenMP thread asleep on a futex, with no region, task or thread number",
+				tid, th.OpenMP, str(th.Idle), str(th.Region), str(th.Task), th.ThreadNum, str(th.State), str(th.Futex))
 		}
 	}
 	seen := map[string]bool{} // the regions on the records' chains
@@ -518,13 +518,9 @@ func checkGompThread(t *testing.T, s *gompState, rec gompRecord, seen map[string
 			want{"bind-var", *th.Task, num(rec.bind)},
 			want{"final-task-var", *th.Task, num(rec.final)})
 		checkGompCurrentTask(t, s, rec, th)
-	} else if rec.level != 0 {
+	} else {
 		t.Errorf("thread %d at level %d has no task", tid, rec.level)
 	}
-	// else: the initial thread outside any region. libgomp keeps no task
-	// for it (its ICVs are gomp_global_icv), and ompd-inspect reports no
-	// task, so its task-scope ICVs (run-sched-var, thread-limit-var,
-	// max-active-levels-var, bind-var) are nowhere in the report.
 	for _, w := range wants {
 		if got := icv(t, r, w.name, w.owner); got != w.value {
 			t.Errorf("thread %d: %s of %v is %v; want %v", tid, w.name, w.owner, got, w.value)
@@ -549,6 +545,15 @@ func checkGompCurrentTask(t *testing.T, s *gompState, rec gompRecord, th inspect
 	if task.Kind != "implicit" {
 		return
 	}
+	if th.Region == nil {
+		// The initial thread outside any region: libgomp allocated no
+		// task for it (its ICVs are gomp_global_icv's), and the report
+		// gives it its initial task.
+		if !strings.HasPrefix(task.ID, "initial@") || task.Parent != nil || task.Region != nil || len(task.Flags) != 0 {
+			t.Errorf("thread %d outside any region: task %s, parent %s, region %s, flags %v; want its initial task", rec.tid, task.ID, str(task.Parent), str(task.Region), task.Flags)
+		}
+		return
+	}
 	reg := regionByID(t, s.r, *th.Region)
 	if task.Function != reg.Function || task.Location != reg.Location || len(task.Flags) != 0 {
 		t.Errorf("thread %d: implicit task %s: %s at %s, flags %v; want its region's %s at %s, no flags", rec.tid, task.ID, task.Function, task.Location, task.Flags, reg.Function, reg.Location)
@@ -556,11 +561,15 @@ func checkGompCurrentTask(t *testing.T, s *gompState, rec gompRecord, th inspect
 	if th.Function != reg.Function || th.Location != reg.Location {
 		t.Errorf("thread %d: function %s at %s; want its region's %s at %s", rec.tid, th.Function, th.Location, reg.Function, reg.Location)
 	}
-	if reg.Level >= 2 {
-		parent := taskByID(t, s.r, str(task.Parent))
+	parent := taskByID(t, s.r, str(task.Parent))
+	switch {
+	case reg.Level >= 2:
 		if parent.Kind != "implicit" || str(parent.Region) != str(reg.Parent) {
 			t.Errorf("thread %d: implicit task %s's parent %s is %s in region %s; want an implicit task of region %s", rec.tid, task.ID, parent.ID, parent.Kind, str(parent.Region), str(reg.Parent))
 		}
+	case !strings.HasPrefix(parent.ID, "initial@") || parent.Region != nil || parent.Parent != nil:
+		// Level 1: the encountering thread had no task of its own yet.
+		t.Errorf("thread %d: level-1 implicit task %s's parent %s in region %s (parent %s); want an initial task", rec.tid, task.ID, parent.ID, str(parent.Region), str(parent.Parent))
 	}
 }
 

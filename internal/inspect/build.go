@@ -428,7 +428,7 @@ func (b *builder) threads() {
 		}
 		if n, err := h.ThreadNum(); err == nil {
 			th.ThreadNum = intp(n)
-		} else {
+		} else if !errors.Is(err, ompd.ErrUnavailable) {
 			b.warn("thread %d: %v", nt.TID, err)
 		}
 		if b.r.Runtime.StateTracking {

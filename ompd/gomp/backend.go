@@ -351,7 +351,14 @@ func (h *gthread) ID(kind ompd.ThreadIDKind) (uint64, error) {
 	return h.t.TP, nil
 }
 
-func (h *gthread) ThreadNum() (int, error) { return h.t.TeamID, nil }
+// ThreadNum is the thread's number in its team; an idle pool worker is in
+// none (ompd.ErrUnavailable).
+func (h *gthread) ThreadNum() (int, error) {
+	if h.t.Idle {
+		return 0, ompd.ErrUnavailable
+	}
+	return h.t.TeamID, nil
+}
 
 // State: libgomp records none (see InferredState).
 func (h *gthread) State() (ompd.State, uint64, error) {
@@ -386,11 +393,17 @@ func (h *gthread) CurrentParallel() (backend.Parallel, error) {
 	return &gparallel{g: h.g, addr: h.t.Team}, nil
 }
 
+// CurrentTask is the thread's task. A thread that has none yet (the
+// initial thread of a program or of a pthread before libgomp needed one)
+// runs its initial task, whose ICVs are gomp_global_icv's.
 func (h *gthread) CurrentTask() (backend.Task, error) {
-	if h.t.Task == 0 || h.t.Idle {
+	if h.t.Idle {
 		// An idle pool worker's task pointer is its implicit task in
 		// the team that has ended: no task.
 		return nil, fmt.Errorf("thread %#x has no current task: %w", h.t.TP, ompd.ErrUnavailable)
+	}
+	if h.t.Task == 0 {
+		return &gtask{g: h.g, initialOf: h.t.TP}, nil
 	}
 	return &gtask{g: h.g, addr: h.t.Task, team: h.t.Team}, nil
 }
@@ -516,10 +529,13 @@ func (p *gparallel) Location() (ompd.Location, error) {
 }
 
 // gtask is a task; team is the team it belongs to, 0 when not known.
+// A task at address 0 is the initial task of the thread whose thread
+// pointer is initialOf: libgomp allocates none for it.
 type gtask struct {
-	g    *gas
-	addr uint64
-	team uint64
+	g         *gas
+	addr      uint64
+	team      uint64
+	initialOf uint64
 
 	once sync.Once
 	k    *Task
@@ -527,14 +543,31 @@ type gtask struct {
 }
 
 func (k *gtask) read() (*Task, error) {
-	k.once.Do(func() { k.k, k.err = k.g.as.Task(k.addr) })
+	k.once.Do(func() {
+		if k.addr == 0 {
+			k.k = &Task{Kind: TaskImplicit, KindName: kindNames[TaskImplicit], Priority: -1}
+			return
+		}
+		k.k, k.err = k.g.as.Task(k.addr)
+	})
 	return k.k, k.err
 }
 
-func (k *gtask) Label() string  { return label(k.addr) }
+// Label is the task's address, or for an initial task "initial@" and its
+// thread's thread pointer.
+func (k *gtask) Label() string {
+	if k.addr == 0 {
+		return fmt.Sprintf("initial@%#x", k.initialOf)
+	}
+	return label(k.addr)
+}
 func (k *gtask) Release() error { return nil }
 func (k *gtask) Compare(o backend.Task) int {
-	return cmp.Compare(k.addr, o.(*gtask).addr)
+	ok := o.(*gtask)
+	if c := cmp.Compare(k.addr, ok.addr); c != 0 {
+		return c
+	}
+	return cmp.Compare(k.initialOf, ok.initialOf)
 }
 
 func (k *gtask) Generating() (backend.Task, error) {
@@ -542,17 +575,28 @@ func (k *gtask) Generating() (backend.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.Parent == 0 {
+	if k.addr == 0 {
 		return nil, ompd.ErrUnavailable
 	}
 	// An explicit task's parent runs in the same team; an implicit
 	// task's is the encountering thread's task, in the enclosing team.
 	team := k.team
+	var tm *Team
 	if t.Kind == TaskImplicit && team != 0 {
 		team = 0
-		if tm, err := k.g.as.Team(k.team); err == nil || (tm != nil && tm.NThreads > 0) {
+		if tm, err = k.g.as.Team(k.team); err == nil || (tm != nil && tm.NThreads > 0) {
 			team = tm.Parent
+		} else {
+			tm = nil
 		}
+	}
+	if t.Parent == 0 {
+		// A level-1 region's implicit tasks whose encountering thread
+		// had no task yet: its initial task.
+		if tm != nil && tm.Level == 1 && len(tm.Members) > 0 && tm.Members[0] != 0 {
+			return &gtask{g: k.g, initialOf: k.g.as.ThreadPointer(tm.Members[0])}, nil
+		}
+		return nil, ompd.ErrUnavailable
 	}
 	return &gtask{g: k.g, addr: t.Parent, team: team}, nil
 }
@@ -561,7 +605,7 @@ func (k *gtask) Generating() (backend.Task, error) {
 func (k *gtask) Scheduling() (backend.Task, error) { return nil, ompd.ErrUnavailable }
 
 func (k *gtask) Parallel() (backend.Parallel, error) {
-	if k.team == 0 {
+	if k.team == 0 || k.addr == 0 {
 		return nil, ompd.ErrUnavailable
 	}
 	return &gparallel{g: k.g, addr: k.team}, nil
