@@ -1,0 +1,46 @@
+package ompd
+
+// WaitKind is what a waiting thread waits for, as a debugger names it.
+type WaitKind string
+
+// The kinds of waits.
+const (
+	WaitLock      WaitKind = "lock"      // omp_set_lock
+	WaitNestLock  WaitKind = "nest_lock" // omp_set_nest_lock
+	WaitCritical  WaitKind = "critical"  // a critical construct
+	WaitAtomic    WaitKind = "atomic"    // an atomic construct the runtime implements with a lock
+	WaitOrdered   WaitKind = "ordered"   // an ordered construct
+	WaitBarrier   WaitKind = "barrier"   // a barrier (explicit, worksharing's or the region's end)
+	WaitTaskwait  WaitKind = "taskwait"  // its child tasks
+	WaitTaskgroup WaitKind = "taskgroup" // the end of a taskgroup
+	WaitIdle      WaitKind = "idle"      // parked between regions (waits for work, not for a thread)
+)
+
+// Wait is what one thread waits for, as the runtime's objects show it.
+// Every field but What may be unknown.
+type Wait struct {
+	What WaitKind
+	// Object is the address that identifies what it waits for: the
+	// user's lock (omp_lock_t, omp_nest_lock_t), the critical section's
+	// lock, the team for a barrier; 0 when unknown.
+	Object Address
+	// Name names the object when it has a name (a named critical
+	// section: its name).
+	Name string
+	// Holder is the thread (its pthread id: thread pointer) that holds
+	// the lock or critical section; 0 when nobody holds it or it is not
+	// known. HolderUnknown says why it is not known ("" when Holder is
+	// known, or the object has no holder: a barrier).
+	Holder        uint64
+	HolderUnknown string
+	// Team is the team (its parallel region's address) a barrier
+	// belongs to, 0 otherwise.
+	Team Address
+}
+
+// Waiter is an optional extension of a backend's thread handle: what the
+// thread waits for, nil when it does not wait (or the runtime cannot
+// tell).
+type Waiter interface {
+	BlockedOn() (*Wait, error)
+}
