@@ -25,6 +25,7 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
 	"github.com/ompd-inspect/ompd-inspect/internal/render"
 	"github.com/ompd-inspect/ompd-inspect/internal/stacks"
+	"github.com/ompd-inspect/ompd-inspect/internal/waits"
 	"github.com/ompd-inspect/ompd-inspect/ompd/backend"
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/core"
@@ -288,6 +289,7 @@ func buildReports(t target.Target, src inspect.Source, view string, vf viewFlags
 		if stackViews[view] || rep.NeedsStacks() {
 			stacks.Add(rep, t)
 		}
+		waits.Analyze(rep)
 		reps = append(reps, rep)
 	}
 	return reps, nil

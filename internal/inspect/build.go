@@ -460,6 +460,13 @@ func (b *builder) threads() {
 		} else if !errors.Is(err, ompd.ErrUnavailable) {
 			b.warn("thread %d: current parallel region: %v", nt.TID, err)
 		}
+		if w, ok := h.(ompd.Waiter); ok {
+			if bo, err := w.BlockedOn(); err != nil {
+				b.warn("thread %d: what it waits for: %v", nt.TID, err)
+			} else if bo != nil {
+				th.BlockedOn = b.blockedOn(bo)
+			}
+		}
 		th.TaskStack = []string{}
 		if k, err := h.CurrentTask(); err == nil {
 			i := b.addTaskChain(k, nt.TID)
@@ -474,6 +481,26 @@ func (b *builder) threads() {
 		b.ompTIDs = append(b.ompTIDs, nt.TID)
 		b.r.Threads = append(b.r.Threads, th)
 	}
+}
+
+// blockedOn turns what the runtime says a thread waits for into the
+// model: the holder's thread pointer becomes its os_tid.
+func (b *builder) blockedOn(w *ompd.Wait) *BlockedOn {
+	bo := &BlockedOn{What: string(w.What), Name: w.Name, HolderUnknown: w.HolderUnknown, WaitingFor: []WaitTarget{}, Source: "runtime"}
+	if w.Object != 0 {
+		bo.Object = hexID(w.Object)
+	}
+	if w.Team != 0 && w.What == ompd.WaitBarrier {
+		bo.Object = hexID(w.Team)
+	}
+	if w.Holder != 0 {
+		if nt, ok := b.cb.ThreadByPointer(w.Holder); ok {
+			bo.Holder = intp(nt.TID)
+		} else {
+			bo.HolderUnknown = fmt.Sprintf("the runtime names holder %#x, which is none of the target's threads", w.Holder)
+		}
+	}
+	return bo
 }
 
 // explicit reports whether task i is known to be an explicit task.
@@ -926,6 +953,12 @@ func (r *Report) normalize() {
 	}
 	if r.Warnings == nil {
 		r.Warnings = []string{}
+	}
+	if r.WaitGraph == nil {
+		r.WaitGraph = []WaitEdge{}
+	}
+	if r.Diagnosis == nil {
+		r.Diagnosis = []Diagnosis{}
 	}
 	if r.Runtime.OMPDDLLLocations == nil {
 		r.Runtime.OMPDDLLLocations = []string{}

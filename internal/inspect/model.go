@@ -1,5 +1,7 @@
 package inspect
 
+import "strings"
+
 // Report is everything ompd-inspect knows about one stopped target. Every
 // view renders a part of it; --json prints it (or the part) as is. The
 // JSON names are the documented schema (docs/json-schema.md).
@@ -11,6 +13,14 @@ type Report struct {
 	Tasks       []Task       `json:"tasks"`
 	ICVs        []ICV        `json:"icvs"`
 	ControlVars []ControlVar `json:"control_vars"`
+	// WaitGraph is who waits for whom: an edge for each thread a waiting
+	// thread waits for (a lock's holder, a barrier's stragglers, the
+	// threads running a taskwait's children); filled by internal/waits.
+	WaitGraph []WaitEdge `json:"wait_graph"`
+	// Diagnosis says what the wait graph proves: deadlocks, barriers
+	// that cannot complete, lock holders that are themselves blocked;
+	// filled by internal/waits, most severe first.
+	Diagnosis []Diagnosis `json:"diagnosis"`
 	// Backtraces holds each thread's OpenMP-aware stack; filled by
 	// internal/stacks, only for the views that show stacks.
 	Backtraces []Backtrace `json:"backtraces,omitempty"`
@@ -125,6 +135,74 @@ type Thread struct {
 	// UserFrame is the innermost frame of the thread's stack in user
 	// code, when its stack was unwound.
 	UserFrame *FrameRef `json:"user_frame,omitempty"`
+	// BlockedOn says what the thread waits for, when it waits; nil
+	// otherwise.
+	BlockedOn *BlockedOn `json:"blocked_on,omitempty"`
+}
+
+// BlockedOn is what one thread waits for.
+type BlockedOn struct {
+	// What is "lock", "nest_lock", "critical", "atomic", "ordered",
+	// "barrier", "taskwait", "taskgroup" or "idle" (ompd.WaitKind).
+	What string `json:"what"`
+	// Object is the address that identifies it ("0x…"): the user's lock,
+	// the critical section's lock, the team (region id) of a barrier,
+	// the waiting task of a taskwait; "" when unknown.
+	Object string `json:"object,omitempty"`
+	// Name is the object's name (a named critical section), if any.
+	Name string `json:"name,omitempty"`
+	// Location is where in user code the thread asked for it: its
+	// innermost user frame, "file:line".
+	Location string `json:"location,omitempty"`
+	// Holder is the os_tid of the thread that holds the lock or critical
+	// section, null when it is not known (HolderUnknown says why) or the
+	// object has no holder (a barrier, a taskwait).
+	Holder        *int   `json:"holder"`
+	HolderUnknown string `json:"holder_unknown,omitempty"`
+	// WaitingFor are the threads it waits for: the holder; a barrier's
+	// team members that have not arrived; the threads running a
+	// taskwait's children. QueuedChildren counts a taskwait's children
+	// that no thread runs yet.
+	WaitingFor     []WaitTarget `json:"waiting_for"`
+	QueuedChildren int          `json:"queued_children,omitempty"`
+	// Source says where the facts come from: "runtime" (the runtime's
+	// objects or OMPT wait id), "state" (the thread's state only) or
+	// "stack" (what its stack shows).
+	Source string `json:"source"`
+}
+
+// WaitTarget is a thread another thread waits for, and where it is.
+type WaitTarget struct {
+	OSTID int `json:"os_tid"`
+	// Location is its innermost user frame ("file:line"), Doing its state
+	// or what it waits for itself.
+	Location string `json:"location,omitempty"`
+	Doing    string `json:"doing"`
+}
+
+// WaitEdge is one edge of the wait graph: thread From waits for thread
+// To, because of What (the object's kind) at Object.
+type WaitEdge struct {
+	From   int    `json:"from"`
+	To     int    `json:"to"`
+	What   string `json:"what"`
+	Object string `json:"object,omitempty"`
+}
+
+// Diagnosis is one conclusion drawn from the wait graph.
+type Diagnosis struct {
+	// Kind is "deadlock" (a cycle of threads each waiting for the next),
+	// "barrier_blocked" (a barrier a member cannot reach: it waits for
+	// something else), "holder_blocked" (a lock or critical section held
+	// by a thread that waits itself), "lock_held_at_barrier" (a thread
+	// holds a lock while it waits at a barrier), or "holder_unknown"
+	// (threads wait for objects whose holder the runtime does not record).
+	Kind string `json:"kind"`
+	// Threads are the threads involved, Objects the objects ("0x…").
+	Threads []int    `json:"threads"`
+	Objects []string `json:"objects"`
+	// Text says it in one sentence, with the locations.
+	Text string `json:"text"`
 }
 
 // FrameRef names a source position: a function and its file and line.
@@ -305,6 +383,11 @@ func (r *Report) ThreadICVs(tid int) (icvs []ICV, ok bool) {
 func (r *Report) NeedsStacks() bool {
 	if r.Runtime.StateSource == "inferred" {
 		return true
+	}
+	for _, t := range r.Threads {
+		if t.BlockedOn != nil || (t.State != nil && strings.HasPrefix(*t.State, "wait_")) {
+			return true // where it waits is its innermost user frame
+		}
 	}
 	for _, reg := range r.Regions {
 		if reg.Function == "" && reg.EntryAddr == "" {

@@ -77,6 +77,14 @@ func threadLabel(r *inspect.Report, bt inspect.Backtrace) string {
 	if bt.State != nil {
 		doing += "; OpenMP state " + *bt.State
 	}
+	for _, t := range r.Threads {
+		if bo := t.BlockedOn; t.OSTID == bt.OSTID && bo != nil && bo.What != "idle" {
+			doing += "; waits for " + WaitText(bo)
+			if bo.Holder != nil {
+				doing += fmt.Sprintf(" held by %d", *bo.Holder)
+			}
+		}
+	}
 	return label + "  " + doing
 }
 

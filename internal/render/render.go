@@ -129,6 +129,7 @@ func tids(ts []int) string {
 // tree.
 func Summary(w io.Writer, r *inspect.Report) {
 	header(w, r)
+	verdict(w, r)
 	queued, blocked := 0, 0
 	for _, t := range r.Tasks {
 		switch t.Status {
@@ -183,9 +184,106 @@ func Summary(w io.Writer, r *inspect.Report) {
 		fmt.Fprintf(tw, "  %d\t%s\t%s\ttids %s\n", len(g.tids), g.state, g.where, tids(g.tids))
 	}
 	tw.Flush()
+	waiting(w, r)
 	fmt.Fprintf(w, "\nparallel regions:\n")
 	regionTree(w, r)
 	warnings(w, r)
+}
+
+// waits counts the threads that wait for something other than work.
+func waits(r *inspect.Report) int {
+	n := 0
+	for _, t := range r.Threads {
+		if t.BlockedOn != nil && t.BlockedOn.What != "idle" {
+			n++
+		}
+	}
+	return n
+}
+
+// verdict is the summary's first word on why threads wait: the most
+// severe diagnosis, or that threads wait without anything proven. Nothing
+// when no thread waits.
+func verdict(w io.Writer, r *inspect.Report) {
+	n := waits(r)
+	switch {
+	case len(r.Diagnosis) > 0 && r.Diagnosis[0].Kind != "holder_unknown":
+		d := r.Diagnosis[0]
+		label := map[string]string{"deadlock": "DEADLOCK", "barrier_blocked": "BLOCKED BARRIER",
+			"lock_held_at_barrier": "LOCK HELD AT A BARRIER", "holder_blocked": "BLOCKED HOLDER"}[d.Kind]
+		fmt.Fprintf(w, "verdict   %s: %s\n", label, d.Text)
+		if more := len(r.Diagnosis) - 1; more > 0 {
+			fmt.Fprintf(w, "          (and %d more findings below)\n", more)
+		}
+	case n > 0:
+		fmt.Fprintf(w, "verdict   %d thread%s wait%s; no deadlock is proven\n", n, plural(n), map[bool]string{true: "s", false: ""}[n == 1])
+	}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// waiting lists the diagnosis and what each waiting thread waits for.
+func waiting(w io.Writer, r *inspect.Report) {
+	if len(r.Diagnosis) > 0 {
+		fmt.Fprintf(w, "\ndiagnosis:\n")
+		for _, d := range r.Diagnosis {
+			fmt.Fprintf(w, "  %s: %s\n", d.Kind, d.Text)
+		}
+	}
+	if waits(r) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nwhy threads wait:\n")
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, t := range r.Threads {
+		bo := t.BlockedOn
+		if bo == nil || bo.What == "idle" {
+			continue
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\n", t.OSTID, WaitText(bo), orDash(bo.Location), waitsFor(bo))
+	}
+	tw.Flush()
+}
+
+// WaitText names what a thread waits for: "lock 0x…", "critical NAME
+// 0x…", "barrier 0x…".
+func WaitText(bo *inspect.BlockedOn) string {
+	s := strings.ReplaceAll(bo.What, "_", " ")
+	if bo.Name != "" {
+		s += " " + bo.Name
+	}
+	if bo.Object != "" {
+		s += " " + bo.Object
+	}
+	return s
+}
+
+// waitsFor says whom a waiting thread waits for.
+func waitsFor(bo *inspect.BlockedOn) string {
+	switch {
+	case bo.Holder != nil:
+		return fmt.Sprintf("held by %d", *bo.Holder)
+	case bo.HolderUnknown != "":
+		return "holder unknown: " + bo.HolderUnknown
+	case len(bo.WaitingFor) > 0:
+		var ids []int
+		for _, t := range bo.WaitingFor {
+			ids = append(ids, t.OSTID)
+		}
+		s := "for " + tids(ids)
+		if bo.QueuedChildren > 0 {
+			s += fmt.Sprintf(" and %d queued", bo.QueuedChildren)
+		}
+		return s
+	case bo.QueuedChildren > 0:
+		return fmt.Sprintf("for %d queued", bo.QueuedChildren)
+	}
+	return "-"
 }
 
 func regionTree(w io.Writer, r *inspect.Report) {
