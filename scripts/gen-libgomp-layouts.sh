@@ -31,6 +31,9 @@
 #   TYPE - SIZE               sizeof(struct TYPE)
 # (for the flexible array gomp_team.implicit_task, the size of one element)
 #   enum NAME VALUE           an enumerator's value
+# (omp_nest_lock_t, a typedef of an anonymous structure, is printed as
+# TYPE FIELD OFFSET SIZE too.) New lines are added at the end, so that the
+# committed tables only gain lines.
 # It is compiled with gcc (-std=gnu11 -O0) and run. Nothing of GCC is copied
 # into the repository; the output is committed, so nothing runs this script
 # at build or test time.
@@ -97,6 +100,8 @@ probe() {
 #define A(T, f) printf("%s %s %zu %zu\n", #T, #f, offsetof(struct T, f), sizeof(((struct T *)0)->f[0]))
 #define S(T) printf("%s - %zu\n", #T, sizeof(struct T))
 #define E(e) printf("enum %s %d\n", #e, (int)(e))
+/* A field of a typedef'd (anonymous) structure. */
+#define FT(T, f) printf("%s %s %zu %zu\n", #T, #f, offsetof(T, f), sizeof(((T *)0)->f))
 
 int main(void) {
   S(gomp_thread);
@@ -157,6 +162,16 @@ int main(void) {
   E(GFS_MONOTONIC);
   E(omp_proc_bind_false); E(omp_proc_bind_true); E(omp_proc_bind_master);
   E(omp_proc_bind_close); E(omp_proc_bind_spread);
+  /* What a waiting thread sleeps on (BlockedOn): the nest lock's futex
+     word and owner, a taskwait's and a taskgroup's semaphores. */
+  FT(omp_nest_lock_t, lock); FT(omp_nest_lock_t, count); FT(omp_nest_lock_t, owner);
+  S(gomp_taskwait);
+  F(gomp_taskwait, in_taskwait); F(gomp_taskwait, in_depend_wait);
+  F(gomp_taskwait, taskwait_sem);
+  S(gomp_taskgroup);
+  F(gomp_taskgroup, prev); F(gomp_taskgroup, in_taskgroup_wait);
+  F(gomp_taskgroup, taskgroup_sem);
+  F(gomp_team, master_release);
   return 0;
 }
 EOF
