@@ -2,9 +2,11 @@ package gomp
 
 import (
 	"bytes"
+	"debug/elf"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
 	"github.com/ompd-inspect/ompd-inspect/target"
@@ -16,6 +18,15 @@ type testCallbacks struct {
 	t    target.Target
 	gomp *target.Module
 	tps  map[uint64]*target.Thread
+
+	symOnce sync.Once
+	syms    []modSym // every module's symbols at run-time addresses
+}
+
+// modSym is a symbol of a module's file, at its run-time address.
+type modSym struct {
+	name       string
+	addr, size uint64
 }
 
 func newTestCallbacks(t target.Target) (*testCallbacks, error) {
@@ -82,5 +93,46 @@ func (c *testCallbacks) ThreadRegisters(ctx ompd.ThreadContext) (Registers, erro
 		return Registers{}, fmt.Errorf("context %T", ctx)
 	}
 	r := th.Regs
-	return Registers{Rip: r.Rip, Rax: r.Rax, OrigRax: r.OrigRax, Rdi: r.Rdi, FSBase: r.FSBase}, nil
+	return Registers{Rip: r.Rip, Rax: r.Rax, OrigRax: r.OrigRax, Rdi: r.Rdi, FSBase: r.FSBase, Rsp: r.Rsp}, nil
+}
+
+// ThreadPointers implements ThreadLister.
+func (c *testCallbacks) ThreadPointers() []uint64 {
+	var out []uint64
+	for _, th := range c.t.Threads() {
+		out = append(out, th.ThreadPointer())
+	}
+	return out
+}
+
+// SymbolAt implements SymbolNamer from the modules' files (.symtab and
+// .dynsym; versions are not part of debug/elf's names).
+func (c *testCallbacks) SymbolAt(addr uint64) (string, bool) {
+	c.symOnce.Do(func() {
+		for _, m := range c.t.Modules() {
+			if m.File == "" {
+				continue
+			}
+			f, err := elf.Open(m.File)
+			if err != nil {
+				continue
+			}
+			s1, _ := f.Symbols()
+			s2, _ := f.DynamicSymbols()
+			for _, s := range append(s1, s2...) {
+				typ := elf.ST_TYPE(s.Info)
+				if s.Section == elf.SHN_UNDEF || s.Name == "" || (typ != elf.STT_FUNC && typ != elf.STT_OBJECT) {
+					continue
+				}
+				c.syms = append(c.syms, modSym{name: s.Name, addr: s.Value + m.Bias, size: s.Size})
+			}
+			f.Close()
+		}
+	})
+	for _, s := range c.syms {
+		if addr == s.addr || (addr > s.addr && addr-s.addr < s.size) {
+			return s.name, true
+		}
+	}
+	return "", false
 }

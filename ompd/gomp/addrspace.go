@@ -39,6 +39,20 @@ type AddressSpace struct {
 	// the global that holds max-active-levels-var in releases whose
 	// task ICVs have no such field (GCC 10); 0 otherwise.
 	MaxActiveLevelsVar uint64
+	// CriticalLock and AtomicLock are the addresses of libgomp's static
+	// mutexes of the unnamed critical section (critical.c's
+	// default_lock) and of atomic constructs (atomic.c's atomic_lock),
+	// the first rip-relative operands of GOMP_critical_start's and
+	// GOMP_atomic_start's code; 0 when the code did not show them
+	// (nothing is warned: only BlockedOn uses them).
+	CriticalLock, AtomicLock uint64
+	// mutexSites are the syscall instructions of libgomp's mutex wait
+	// (gomp_mutex_lock_slow, the jump target of omp_set_lock), each with
+	// the bytes its function has pushed there (-1: not known); imageEnd
+	// is the end of libgomp's loaded image (its highest PT_LOAD). Found
+	// by findMutexWait for BlockedOn.
+	mutexSites map[uint64]int64
+	imageEnd   uint64
 	// Warnings says what was dropped or could not be checked.
 	Warnings []string
 }
@@ -103,6 +117,9 @@ func NewAddressSpace(cb ompd.Callbacks) (*AddressSpace, error) {
 	as.TLSOffset = int64(off)
 
 	as.runChecks(tn, code)
+	as.CriticalLock = as.staticMutex("GOMP_critical_start")
+	as.AtomicLock = as.staticMutex("GOMP_atomic_start")
+	as.findMutexWait()
 	return as, nil
 }
 
@@ -123,6 +140,19 @@ func (as *AddressSpace) code(fn string) []inst {
 		return nil
 	}
 	return c
+}
+
+// staticMutex is the address of the static mutex an entry point locks
+// (gomp_mutex_lock inlined: lock cmpxchg on it, rip-relative), 0 when its
+// code does not show one.
+func (as *AddressSpace) staticMutex(fn string) uint64 {
+	addr, err := as.cb.SymbolAddr(fn, runtimeHint)
+	if err != nil {
+		return 0
+	}
+	c, _ := as.m.decodeAt(addr)
+	a, _ := ripOperand(c)
+	return a
 }
 
 // runChecks collects what the exported getters reveal and applies it.

@@ -385,6 +385,13 @@ func (h *gthread) InferredState() (st ompd.State, wait uint64) {
 	return ompd.StateWorkSerial, 0
 }
 
+// BlockedOn says what the thread waits for (AddressSpace.BlockedOn): nil
+// when it does not wait in a futex, or its futex is not one libgomp's
+// records explain (the caller's stack tells then).
+func (h *gthread) BlockedOn() (*ompd.Wait, error) { return h.g.as.BlockedOn(h.t) }
+
+var _ ompd.Waiter = (*gthread)(nil)
+
 // IdleReason says why the thread is an idle pool worker, "" when it is
 // not one.
 func (h *gthread) IdleReason() string { return h.t.IdleReason }
