@@ -61,7 +61,7 @@ func TestNotOpenMP(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}
-	want := "no OpenMP state: not an OpenMP program: no OpenMP runtime (libomp, libiomp5) is loaded; the threads and their stacks are shown without it"
+	want := "no OpenMP state: not an OpenMP program: no OpenMP runtime (libomp, libiomp5, libgomp) is loaded; the threads and their stacks are shown without it"
 	if !slices.Equal(r.Warnings, []string{want}) {
 		t.Errorf("warnings %q; want [%q]", r.Warnings, want)
 	}

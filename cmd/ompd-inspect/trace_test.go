@@ -449,11 +449,20 @@ func TestTraceStopAt(t *testing.T) {
 	}
 	rep := r.stops[0].Report
 	var levels []int
+	stopped := false
 	for _, reg := range rep.Regions {
 		levels = append(levels, reg.Level)
-		if reg.Level == 2 && (reg.ID != ev.Region.ID || reg.Location != inner || reg.TeamSize != 2) {
-			t.Errorf("report's level-2 region %+v, want %s at %s of 2", reg, ev.Region.ID, inner)
+		// The other thread of the outer team may have begun its own
+		// inner region by the time of the stop (where the watch on the
+		// team pointer does not fire, the event is described at the
+		// thread's next location).
+		if reg.Level == 2 && (reg.Location != inner || reg.TeamSize != 2) {
+			t.Errorf("report's level-2 region %+v, want one at %s of 2", reg, inner)
 		}
+		stopped = stopped || (reg.Level == 2 && reg.ID == ev.Region.ID)
+	}
+	if !stopped {
+		t.Errorf("report's regions %+v lack the stopped region %s", rep.Regions, ev.Region.ID)
 	}
 	if !slices.Contains(levels, 1) || !slices.Contains(levels, 2) {
 		t.Errorf("report regions at levels %v, want 1 and 2", levels)

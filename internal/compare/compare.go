@@ -254,6 +254,18 @@ func flatten(r *inspect.Report, v View, skip map[string]bool) map[string]string 
 				stack[i] = c.task(id)
 			}
 			th.TaskStack = stack
+			if th.BlockedOn != nil {
+				// A barrier is named by its region, a taskwait by its
+				// task: ids that differ between backends.
+				bo := *th.BlockedOn
+				switch bo.What {
+				case "barrier":
+					bo.Object = c.region(bo.Object)
+				case "taskwait":
+					bo.Object = c.task(bo.Object)
+				}
+				th.BlockedOn = &bo
+			}
 			put(out, fmt.Sprintf("threads[os_tid=%d]", th.OSTID), th, skip, "threads[]")
 		}
 	}

@@ -379,7 +379,7 @@ func (r *Report) ThreadICVs(tid int) (icvs []ICV, ok bool) {
 
 // NeedsStacks reports whether part of the report comes from the threads'
 // stacks (stacks.Add) in every view: states inferred from them, or
-// regions whose runtime did not record their outlined function.
+// libgomp regions, whose outlined function the runtime does not record.
 func (r *Report) NeedsStacks() bool {
 	if r.Runtime.StateSource == "inferred" {
 		return true
@@ -390,7 +390,7 @@ func (r *Report) NeedsStacks() bool {
 		}
 	}
 	for _, reg := range r.Regions {
-		if reg.Function == "" && reg.EntryAddr == "" {
+		if r.Runtime.Family == "gnu" && reg.Function == "" && reg.EntryAddr == "" {
 			return true
 		}
 	}

@@ -334,7 +334,9 @@ func (b *builder) findBoundaries(ts *threadStack) {
 // a region names it.
 func (b *builder) regionEntries(ts *threadStack) {
 	th := b.threads[ts.tid]
-	if th == nil || th.Region == nil || b.fam == nil {
+	if th == nil || th.Region == nil || b.fam == nil || b.rep.Runtime.Family != "gnu" {
+		// LLVM's runtime records them; a backend that cannot give them
+		// (the dll one without state tracking) shows they are missing.
 		return
 	}
 	var chain []*inspect.Region

@@ -82,6 +82,9 @@ func (s *session) event(kind string, tid int, regs target.Registers) (done bool,
 	}
 	g := th.GTID()
 	ev.GTID = &g
+	if done, exit, err := s.switchedUnseen(tid, th); done || err != nil {
+		return done, exit, err
+	}
 	switch kind {
 	case KindParallelBegin:
 		return s.parallelBegin(&ev, th, regs)
@@ -164,6 +167,24 @@ func (s *session) parallelBegin(ev *Event, th *llvm.Thread, regs target.Register
 	}
 	s.begins[ev.OSTID] = &pendingBegin{ev: ev, requested: req}
 	return false, Exit{}, nil
+}
+
+// switchedUnseen resolves the thread's pending parallel-begin at its next
+// location when the watch never fired (debug register traps are not
+// delivered in some virtual machines; and a hot team's pointer may be
+// written with the value it had). The thread's next location is in the
+// new region (a nested region's begin, or the region's end), so the
+// region is current there.
+func (s *session) switchedUnseen(tid int, th *llvm.Thread) (bool, Exit, error) {
+	pb := s.begins[tid]
+	if pb == nil {
+		return false, Exit{}, nil
+	}
+	delete(s.begins, tid)
+	if err := s.tc.Unwatch(tid); err != nil {
+		pb.ev.Warnings = append(pb.ev.Warnings, err.Error())
+	}
+	return s.beginRegion(pb.ev, th, pb.requested)
 }
 
 // beginRegion describes the thread's current region as the one ev begins,

@@ -156,6 +156,12 @@ func location(t *inspect.Thread) string {
 // doing says what a thread does, for the threads others wait for.
 func doing(t *inspect.Thread) string {
 	if bo := t.BlockedOn; bo != nil && bo.What != string(ompd.WaitIdle) {
+		switch ompd.WaitKind(bo.What) {
+		case ompd.WaitBarrier:
+			return "waits at a barrier" // of its region, named by t's region
+		case ompd.WaitTaskwait:
+			return "waits for its child tasks"
+		}
 		return "waits for " + describe(bo)
 	}
 	if t.State != nil {

@@ -1120,6 +1120,29 @@ func (t *Tracee) WatchWrite(tid int, addr uint64) error {
 	return err
 }
 
+// Unwatch removes the watch WatchWrite set in the stopped thread tid, if
+// any (a watch that has not fired: some virtual machines never deliver
+// debug register traps).
+func (t *Tracee) Unwatch(tid int) error {
+	var err error
+	t.tr.do(func() {
+		th := t.threads[tid]
+		if th == nil || !th.watching {
+			return
+		}
+		if !th.stopped {
+			err = fmt.Errorf("process %d: thread %d is not stopped", t.pid, tid)
+			return
+		}
+		if err = pokeUser(tid, dr7, 0); err != nil {
+			err = fmt.Errorf("process %d: removing the watch of thread %d: %w", t.pid, tid, err)
+			return
+		}
+		th.watching = false
+	})
+	return err
+}
+
 // drainWatchTrap takes the SIGTRAP pending for the stopped thread tid,
 // if there is one, and leaves the thread stopped without it.
 func (t *Tracee) drainWatchTrap(tid int) error {
