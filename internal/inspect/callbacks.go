@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
@@ -155,7 +156,35 @@ func (c *Callbacks) ThreadRegisters(ctx ompd.ThreadContext) (gomp.Registers, err
 		return gomp.Registers{}, fmt.Errorf("thread context %T is not a target thread", ctx)
 	}
 	r := t.Regs
-	return gomp.Registers{Rip: r.Rip, Rax: r.Rax, OrigRax: r.OrigRax, Rdi: r.Rdi, FSBase: r.FSBase}, nil
+	return gomp.Registers{Rip: r.Rip, Rax: r.Rax, OrigRax: r.OrigRax, Rdi: r.Rdi, FSBase: r.FSBase, Rsp: r.Rsp}, nil
+}
+
+// SymbolAt implements gomp.SymbolNamer: the function or data symbol of
+// the target's module at addr whose range holds it.
+func (c *Callbacks) SymbolAt(addr uint64) (string, bool) {
+	m := target.ModuleAt(c.t, addr)
+	if m == nil || m.Image == nil || addr < m.Bias {
+		return "", false
+	}
+	a := addr - m.Bias
+	if s, ok := m.Image.SymbolAt(a); ok && (s.Size == 0 || a-s.Value < s.Size) {
+		return s.Name, true
+	}
+	if s, ok := m.Image.DataSymbolAt(a); ok {
+		return s.Name, true
+	}
+	return "", false
+}
+
+// ThreadPointers implements gomp.ThreadLister: every thread's thread
+// pointer, in ascending order.
+func (c *Callbacks) ThreadPointers() []uint64 {
+	out := make([]uint64, 0, len(c.tids))
+	for tp := range c.tids {
+		out = append(out, tp)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // ThreadByPointer returns the target thread whose thread pointer (pthread

@@ -368,6 +368,13 @@ func (b *builder) regionEntries(ts *threadStack) {
 		if f.kind != inspect.KindUser || f.tail || !b.callerIsRuntime(ts, i) || len(b.taskFns[f.function]) > 0 {
 			continue
 		}
+		if c := ts.frames[i+1].function; c != "" && !b.fam.ForkEntry(c) {
+			// Called by a named entry point that starts no region: an
+			// undeferred task run by GOMP_task, say. A region's code is
+			// called by a fork entry (thread 0) or by the runtime's
+			// internal thread start (workers, unnamed when stripped).
+			continue
+		}
 		if r := chain[next]; r.Function == "" && r.EntryAddr == "" {
 			r.Function = f.function
 			if m := target.ModuleAt(b.t, f.pc); m != nil && m.Image != nil {

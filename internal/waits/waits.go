@@ -431,6 +431,7 @@ func (a *analysis) blockedBarriers(inCycle map[int]bool) []inspect.Diagnosis {
 		if r := a.regions[bo.Object]; r != nil && r.Location != "" {
 			where = " (" + filepath.Base(r.Location) + ")"
 		}
+		slices.Sort(stuck)
 		d := inspect.Diagnosis{Kind: "barrier_blocked", Threads: stuck, Objects: []string{bo.Object},
 			Text: fmt.Sprintf("the barrier of region %s%s cannot complete: %s", bo.Object, where, strings.Join(steps, "; "))}
 		out = append(out, d)
@@ -459,6 +460,7 @@ func (a *analysis) blockedHolders(inCycle map[int]bool) []inspect.Diagnosis {
 				waiters = append(waiters, o.OSTID)
 			}
 		}
+		slices.Sort(waiters)
 		d := inspect.Diagnosis{Threads: append([]int{*bo.Holder}, waiters...), Objects: []string{bo.Object},
 			Text: fmt.Sprintf("%s is held by %d, which is blocked: %s; waiting for it: %s", describe(bo), *bo.Holder, a.step(*bo.Holder), joinInts(waiters))}
 		if h.BlockedOn.What == string(ompd.WaitBarrier) {
@@ -488,14 +490,18 @@ func (a *analysis) unknownHolders() (inspect.Diagnosis, bool) {
 			d.Objects = append(d.Objects, bo.Object)
 		}
 		steps = append(steps, a.step(t.OSTID))
-		if why == "" {
+		switch {
+		case why == "":
 			why = bo.HolderUnknown
+		case why != bo.HolderUnknown:
+			why = "see each thread's blocked_on.holder_unknown"
 		}
 	}
 	if len(steps) == 0 {
 		return d, false
 	}
-	d.Text = strings.Join(steps, "; ") + "; who holds it is not known"
+	slices.Sort(d.Threads)
+	d.Text = strings.Join(steps, "; ") + "; the holders are not known"
 	if why != "" {
 		d.Text += " (" + why + ")"
 	}

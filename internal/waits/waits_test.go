@@ -136,7 +136,7 @@ func TestHolderUnknown(t *testing.T) {
 	}
 	Analyze(rep)
 	want := []inspect.Diagnosis{{Kind: "holder_unknown", Threads: []int{1, 2}, Objects: []string{"0xa"},
-		Text: "1 waits for lock 0xa (solver.c:10); 2 waits for critical section (solver.c:20); who holds it is not known (libgomp's simple locks record no owner)"}}
+		Text: "1 waits for lock 0xa (solver.c:10); 2 waits for critical section (solver.c:20); the holders are not known (see each thread's blocked_on.holder_unknown)"}}
 	if !reflect.DeepEqual(rep.Diagnosis, want) {
 		t.Errorf("diagnosis\n %+v\nwant\n %+v", rep.Diagnosis, want)
 	}

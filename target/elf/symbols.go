@@ -29,6 +29,9 @@ type symIndex struct {
 	// innermost function symbol covering it.
 	funcs []span
 	syms  []Sym // function symbols, referenced by funcs
+	// objs are the sized data symbols (not functions, not TLS), sorted
+	// by address.
+	objs []Sym
 }
 
 type symEntry struct {
@@ -58,6 +61,23 @@ func (im *Image) SymbolAt(addr uint64) (Sym, bool) {
 	return idx.syms[i], true
 }
 
+// DataSymbolAt returns the sized data symbol (an object, not a function
+// or a TLS variable) whose range [Value, Value+Size) contains the
+// link-time address addr.
+func (im *Image) DataSymbolAt(addr uint64) (Sym, bool) {
+	im.LoadSymbols()
+	objs := im.symbols().objs
+	i := sort.Search(len(objs), func(i int) bool { return objs[i].Value > addr })
+	// Objects do not overlap in practice; look back a little for one
+	// that covers addr.
+	for j := i - 1; j >= 0 && j >= i-8; j-- {
+		if o := objs[j]; addr-o.Value < o.Size {
+			return o, true
+		}
+	}
+	return Sym{}, false
+}
+
 // LoadSymbols builds the symbol index if it is not built yet and returns
 // the error met while reading the symbol tables, if any. Symbol and
 // SymbolAt call it themselves and treat an unreadable table as empty; the
@@ -84,8 +104,11 @@ func (im *Image) indexSymbols() (*symIndex, error) {
 			if old, ok := idx.byName[e.Name]; !ok || (old.local && !e.local) {
 				idx.byName[e.Name] = e
 			}
-			if e.Func {
+			switch {
+			case e.Func:
 				funcs = append(funcs, e)
+			case !e.TLS && e.Size > 0:
+				idx.objs = append(idx.objs, e.Sym)
 			}
 		}
 	}
@@ -99,6 +122,12 @@ func (im *Image) indexSymbols() (*symIndex, error) {
 		}
 	}
 	idx.syms, idx.funcs = im.funcSpans(funcs)
+	sort.Slice(idx.objs, func(i, j int) bool {
+		if idx.objs[i].Value != idx.objs[j].Value {
+			return idx.objs[i].Value < idx.objs[j].Value
+		}
+		return idx.objs[i].Name < idx.objs[j].Name
+	})
 	return idx, errors.Join(errs...)
 }
 

@@ -81,11 +81,11 @@ static void *team_l(void *arg) {
       atomic_fetch_add(&locked, 1);
       until(&locked, 2);
       fx_record(&slots[me == 0 ? LOCK_AB : LOCK_BA]);
-      omp_set_lock(me == 0 ? &lock_b : &lock_a);
+      omp_set_lock(me == 0 ? &lock_b : &lock_a); /* LINE:set_lock */
       fx_fail("a deadlocked thread got its lock");
     }
     fx_record(&slots[me == 2 ? BARRIER0 : BARRIER1]);
-#pragma omp barrier
+#pragma omp barrier /* LINE:barrier */
     fx_fail("a barrier the deadlocked threads never reach was passed");
   }
   return arg;
@@ -107,7 +107,7 @@ static void *team_n(void *arg) {
     } else {
       until(&nest_held, 1);
       fx_record(&slots[NEST_WAITER]);
-      omp_set_nest_lock(&nest);
+      omp_set_nest_lock(&nest); /* LINE:set_nest */
       fx_fail("the nest lock was acquired twice");
     }
   }
@@ -130,7 +130,7 @@ static void *team_c(void *arg) {
     case 1:
       until(&crit_held, 1);
       fx_record(&slots[CRIT_WAITER]);
-#pragma omp critical(blocked_x)
+#pragma omp critical(blocked_x) /* LINE:crit_x */
       fx_fail("entered a critical section that is never left");
       break;
     case 2:
@@ -144,7 +144,7 @@ static void *team_c(void *arg) {
     case 3:
       until(&ucrit_held, 1);
       fx_record(&slots[UCRIT_WAITER]);
-#pragma omp critical
+#pragma omp critical /* LINE:ucrit */
       fx_fail("entered a critical section that is never left");
       break;
     case 4:
@@ -156,7 +156,7 @@ static void *team_c(void *arg) {
     case 5:
       until(&atomic_held, 1);
       fx_record(&slots[ATOMIC_WAITER]);
-      GOMP_atomic_start();
+      GOMP_atomic_start(); /* LINE:atomic */
       fx_fail("got the atomic lock that is never released");
     }
   }
@@ -180,7 +180,7 @@ static void *team_t(void *arg) {
       runner(&child1);
       until(&child1, 1);
       fx_record(&slots[TASKWAIT]);
-#pragma omp taskwait
+#pragma omp taskwait /* LINE:taskwait */
       fx_fail("a taskwait whose child never ends ended");
     } else if (me == 2) {
 #pragma omp taskgroup
