@@ -2,7 +2,8 @@
 # gen-libomp-type-layouts.sh: writes, for each LLVM version whose libomp
 # Debian ships, the layouts of the runtime types that ompd-inspect reads
 # beyond what OMPD's layout symbols describe (construct locations, task
-# ids, task deques, the dependence graph), as Debian's build of that
+# ids, task deques, the dependence graph, the queuing lock a waiting
+# thread's wait id names), as Debian's build of that
 # release lays them out on x86-64: ompd/llvm/recovery/types/NN.txt.
 #
 # For each version it extracts openmp/ (and the cmake/ and llvm/cmake/
@@ -70,7 +71,7 @@ mkdir -p "$cache/src" "$out" "$work"
 log() { echo "gen: $*" >&2; }
 
 # The probe: the fields ompd-inspect reads (ompd/llvm/debuginfo.go,
-# ompd/llvm/depend.go), then everything the OMPD layout values describe.
+# ompd/llvm/depend.go, ompd/llvm/lock.go), then everything the OMPD layout values describe.
 probe() {
   cat <<'EOF'
 // Written by scripts/gen-libomp-type-layouts.sh: prints the layout of the
@@ -125,6 +126,12 @@ int main() {
   FIELD(kmp_base_depnode_t, npredecessors)
   FIELD(kmp_depnode_list_t, node)
   FIELD(kmp_depnode_list_t, next)
+  // The queuing lock a waiting thread's wait id names (its kind and owner).
+  FIELD(kmp_base_queuing_lock_t, initialized)
+  FIELD(kmp_base_queuing_lock_t, head_id)
+  FIELD(kmp_base_queuing_lock_t, owner_id)
+  FIELD(kmp_base_queuing_lock_t, depth_locked)
+  FIELD(kmp_base_queuing_lock_t, flags)
   // What the runtime's OMPD layout values give too.
   OMPD_FOREACH_ACCESS(OMPD_PROBE_ACCESS)
   OMPD_FOREACH_SIZEOF(OMPD_PROBE_SIZEOF)

@@ -26,6 +26,8 @@ type AddressSpace struct {
 	byPthread map[uint64]*Thread
 	byInfo    map[ompd.Address]*Thread // by kmp_base_info_t address
 	walkErr   error
+
+	locks lockFacts // what BlockedOn reads once
 }
 
 // ProcessInitialize creates the address space handle of a process whose

@@ -89,6 +89,7 @@ func (n nativeThread) Compare(o backend.Thread) int {
 func (n nativeThread) ID(kind ompd.ThreadIDKind) (uint64, error) { return n.t.ID(kind) }
 func (n nativeThread) ThreadNum() (int, error)                   { return n.t.ThreadNum() }
 func (n nativeThread) State() (ompd.State, uint64, error)        { return n.t.State() }
+func (n nativeThread) BlockedOn() (*ompd.Wait, error)            { return n.t.BlockedOn() }
 func (n nativeThread) CurrentParallel() (backend.Parallel, error) {
 	return wrapParallel(n.t.CurrentParallel())
 }

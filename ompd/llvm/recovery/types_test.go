@@ -19,7 +19,7 @@ import (
 var _ ompd.TypeLayouts = (*TypeTable)(nil)
 
 // readFields are the fields the OMPD layer reads through TypeLayouts
-// (ompd/llvm/debuginfo.go, ompd/llvm/depend.go); it reads each as an
+// (ompd/llvm/debuginfo.go, ompd/llvm/depend.go, ompd/llvm/lock.go); it reads each as an
 // integer or pointer of 1 to 8 bytes, except kmp_depnode_t.dn, whose
 // offset only it uses.
 var readFields = [][2]string{
@@ -40,6 +40,11 @@ var readFields = [][2]string{
 	{"kmp_base_depnode_t", "npredecessors"},
 	{"kmp_depnode_list_t", "node"},
 	{"kmp_depnode_list_t", "next"},
+	{"kmp_base_queuing_lock_t", "initialized"},
+	{"kmp_base_queuing_lock_t", "head_id"},
+	{"kmp_base_queuing_lock_t", "owner_id"},
+	{"kmp_base_queuing_lock_t", "depth_locked"},
+	{"kmp_base_queuing_lock_t", "flags"},
 }
 
 // sizedTypes are the types whose size the OMPD layer uses.
@@ -53,8 +58,8 @@ func TestTypeTablesServeOMPD(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(tt.entries) != 82 {
-			t.Errorf("libomp %d: %d quantities; want 82", v, len(tt.entries))
+		if len(tt.entries) != 87 {
+			t.Errorf("libomp %d: %d quantities; want 87", v, len(tt.entries))
 		}
 		for _, f := range readFields {
 			_, size, err := tt.FieldLayout(f[0], f[1])

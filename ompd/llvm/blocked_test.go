@@ -1,0 +1,292 @@
+package llvm_test
+
+import (
+	"encoding/binary"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
+	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/core"
+	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
+)
+
+// blockedCase is one way of running deadlock.c.
+type blockedCase struct {
+	name string
+	opts fixture.StartOptions
+	// checks: the process runs with KMP_CONSISTENCY_CHECK=all, so simple
+	// locks and critical sections record their owner.
+	checks bool
+	// symbols: the runtime's symbols give the locks of atomic constructs
+	// (the OMPD build); a stripped runtime's do not.
+	symbols bool
+}
+
+// TestBlockedOnDeadlock: deadlock.c on the OMPD build and on Debian's
+// stripped libomp 13 to 19 (type layouts from their release tables), with
+// KMP_CONSISTENCY_CHECK=all and (OMPD build, libomp 19) without, live and from a gcore core: every waiter
+// of deadlock.c says exactly what it waits for and who holds it (or, where
+// libomp records no owner, exactly why that is not known), and the two
+// deadlocked threads each hold the lock the other waits for.
+func TestBlockedOnDeadlock(t *testing.T) {
+	stock := fixture.StockLibomp(19)
+	cases := []blockedCase{
+		{name: "ompd/checks", checks: true, symbols: true,
+			opts: fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled", "KMP_CONSISTENCY_CHECK=all"}}},
+		{name: "ompd/default", symbols: true,
+			opts: fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}}},
+		{name: "stock19/default",
+			opts: fixture.StartOptions{Stripped: true, Runtime: stock, Env: []string{"OMP_DEBUG=enabled"}}},
+	}
+	for _, v := range fixture.StockVersions {
+		cases = append(cases, blockedCase{name: "stock" + strconv.Itoa(v) + "/checks", checks: true,
+			opts: fixture.StartOptions{Stripped: true, Runtime: fixture.StockLibomp(v), Env: []string{"OMP_DEBUG=enabled", "KMP_CONSISTENCY_CHECK=all"}}})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := fixture.Start(t, "deadlock", c.opts)
+			t.Run("live", func(t *testing.T) {
+				proc, err := ptrace.Attach(p.PID, ptrace.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer proc.Close()
+				checkDeadlock(t, c, proc, p.Ready)
+			})
+			t.Run("gcore", func(t *testing.T) {
+				cr, err := core.Open(p.Gcore(t), core.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer cr.Close()
+				checkDeadlock(t, c, cr, p.Ready)
+			})
+		})
+	}
+}
+
+// TestBlockedOnWithoutTracking: without OMP_DEBUG=enabled libomp records
+// no thread states, and BlockedOn says nothing (the stacks tell the waits).
+func TestBlockedOnWithoutTracking(t *testing.T) {
+	p := fixture.Start(t, "deadlock", fixture.StartOptions{})
+	proc, err := ptrace.Attach(p.PID, ptrace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Close()
+	as, _ := attachLLVM(t, proc)
+	threads, err := as.Threads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, th := range threads {
+		if w, err := th.BlockedOn(); w != nil || err != nil {
+			t.Errorf("thread gtid %d: BlockedOn() = %+v, %v; want nil, nil", th.GTID(), w, err)
+		}
+	}
+}
+
+// attachLLVM initializes the native OMPD on a target, as the report
+// builder does.
+func attachLLVM(t *testing.T, tg target.Target) (*llvm.AddressSpace, *inspect.Callbacks) {
+	t.Helper()
+	rt, err := inspect.FindRuntime(tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	know, err := inspect.KnowledgeOf(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb := inspect.NewCallbacks(tg, rt)
+	cb.UseKnowledge(know)
+	if err := know.CheckMemory(tg, rt); err != nil {
+		t.Fatal(err)
+	}
+	as, err := llvm.ProcessInitialize(cb, rt.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return as, cb
+}
+
+func checkDeadlock(t *testing.T, c blockedCase, tg target.Target, ready fixture.Ready) {
+	t.Helper()
+	as, cb := attachLLVM(t, tg)
+	if !as.StateTracking() {
+		t.Fatal("no state tracking with OMP_DEBUG=enabled")
+	}
+	tidOf := map[uint64]int{}
+	tpOf := map[int]uint64{}
+	for _, th := range tg.Threads() {
+		tidOf[th.ThreadPointer()] = th.TID
+		tpOf[th.TID] = th.ThreadPointer()
+	}
+	wait := func(role string) *ompd.Wait {
+		t.Helper()
+		tid := ready.Int(t, role)
+		h, err := llvm.Backend(as).ThreadHandle(ompd.ThreadIDPthread, tpOf[tid])
+		if err != nil {
+			t.Fatalf("%s (tid %d): %v", role, tid, err)
+		}
+		wt, ok := h.(ompd.Waiter)
+		if !ok {
+			t.Fatalf("the native backend's thread handle %T is no ompd.Waiter", h)
+		}
+		bo, err := wt.BlockedOn()
+		if err != nil {
+			t.Fatalf("%s (tid %d): BlockedOn: %v", role, tid, err)
+		}
+		return bo
+	}
+	holderTID := func(w *ompd.Wait) int {
+		if w.Holder == 0 {
+			return 0
+		}
+		tid, ok := tidOf[w.Holder]
+		if !ok {
+			t.Errorf("holder %#x is none of the target's threads", w.Holder)
+		}
+		return tid
+	}
+	noHolder := func(role string, w *ompd.Wait, want ...string) {
+		t.Helper()
+		if w.Holder != 0 {
+			t.Errorf("%s: holder %d (%#x), want none recorded", role, holderTID(w), w.Holder)
+		}
+		for _, s := range want {
+			if !strings.Contains(w.HolderUnknown, s) {
+				t.Errorf("%s: holder_unknown %q, want it to say %q", role, w.HolderUnknown, s)
+			}
+		}
+	}
+	heldBy := func(role string, w *ompd.Wait, holder string) {
+		t.Helper()
+		if got, want := holderTID(w), ready.Int(t, holder); got != want || w.HolderUnknown != "" {
+			t.Errorf("%s: held by tid %d (%q), want %s (tid %d)", role, got, w.HolderUnknown, holder, want)
+		}
+	}
+	kind := func(role string, w *ompd.Wait, k ompd.WaitKind) {
+		t.Helper()
+		if w == nil {
+			t.Fatalf("%s: BlockedOn() = nil, want a %s wait", role, k)
+		}
+		if w.What != k || w.Object == 0 {
+			t.Errorf("%s: waits for %s at %#x, want %s at a lock", role, w.What, w.Object, k)
+		}
+	}
+
+	// The two deadlocked threads: each waits for a lock, held by the
+	// other.
+	a, b := wait("dl_a"), wait("dl_b")
+	kind("dl_a", a, ompd.WaitLock)
+	kind("dl_b", b, ompd.WaitLock)
+	if a.Object == b.Object {
+		t.Errorf("dl_a and dl_b wait for the same lock %#x", a.Object)
+	}
+	if c.symbols {
+		// The wait ids are the runtime's locks behind the user's
+		// omp_lock_t: lock_b for dl_a, lock_a for dl_b.
+		if got := userLockObject(t, cb, ready, "lock_b"); got != a.Object {
+			t.Errorf("dl_a waits for %#x; lock_b is the runtime's lock %#x", a.Object, got)
+		}
+		if got := userLockObject(t, cb, ready, "lock_a"); got != b.Object {
+			t.Errorf("dl_b waits for %#x; lock_a is the runtime's lock %#x", b.Object, got)
+		}
+	}
+	atomicNote := !c.symbols // a stripped runtime does not locate its atomic locks
+	if c.checks {
+		heldBy("dl_a", a, "dl_b")
+		heldBy("dl_b", b, "dl_a")
+	} else {
+		why := []string{"only with KMP_CONSISTENCY_CHECK=all; this process runs without it"}
+		if atomicNote {
+			why = append(why, "locks of atomic constructs")
+		}
+		noHolder("dl_a", a, why...)
+		noHolder("dl_b", b, why...)
+	}
+
+	// The nestable lock records its owner always.
+	n := wait("nest_waiter")
+	kind("nest_waiter", n, ompd.WaitNestLock)
+	heldBy("nest_waiter", n, "nest_holder")
+	if c.symbols {
+		if got := userLockObject(t, cb, ready, "nest_lock"); got != n.Object {
+			t.Errorf("nest_waiter waits for %#x; nest_lock is the runtime's lock %#x", n.Object, got)
+		}
+	}
+
+	// The critical sections.
+	cw, nw := wait("crit_waiter"), wait("named_waiter")
+	kind("crit_waiter", cw, ompd.WaitCritical)
+	kind("named_waiter", nw, ompd.WaitCritical)
+	if cw.Object == nw.Object {
+		t.Errorf("the unnamed and the named critical section have the same lock %#x", cw.Object)
+	}
+	if c.checks {
+		heldBy("crit_waiter", cw, "crit_holder")
+		heldBy("named_waiter", nw, "named_holder")
+	} else {
+		why := "libomp records the owner of a critical section only with KMP_CONSISTENCY_CHECK=all; this process runs without it"
+		noHolder("crit_waiter", cw, why)
+		noHolder("named_waiter", nw, why)
+	}
+
+	// The holders run user code: they wait for nothing.
+	for _, role := range []string{"nest_holder", "crit_holder", "named_holder"} {
+		if w := wait(role); w != nil {
+			t.Errorf("%s: BlockedOn() = %+v, want nil (it runs user code)", role, w)
+		}
+	}
+}
+
+// userLockObject returns the runtime's lock behind the user's lock whose
+// address READY gives under key: libomp's dynamic locks store the index
+// of the indirect lock (shifted left by one) in the omp_lock_t, and
+// __kmp_i_lock_table's rows of 1024 kmp_indirect_lock_t point to the lock
+// objects.
+func userLockObject(t *testing.T, cb *inspect.Callbacks, ready fixture.Ready, key string) uint64 {
+	t.Helper()
+	addr, err := strconv.ParseUint(strings.TrimPrefix(ready.Get(t, key), "0x"), 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(a uint64, n int) uint64 {
+		b := make([]byte, 8)
+		if err := cb.ReadMemory(a, b[:n]); err != nil {
+			t.Fatal(err)
+		}
+		return binary.LittleEndian.Uint64(b)
+	}
+	word := read(addr, 4)
+	if word&1 != 0 {
+		t.Fatalf("%s at %#x holds %#x: a direct lock, not an indirect one", key, addr, word)
+	}
+	idx := word >> 1
+	tab, err := cb.SymbolAddr("__kmp_i_lock_table", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, _, err := cb.FieldLayout("kmp_indirect_lock_table_t", "table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, err := cb.TypeSize("kmp_indirect_lock_t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lockOff, _, err := cb.FieldLayout("kmp_indirect_lock_t", "lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chunk = 1024
+	rows := read(tab+off, 8)
+	row := read(rows+8*(idx/chunk), 8)
+	return read(row+(idx%chunk)*size+lockOff, 8)
+}

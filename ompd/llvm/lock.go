@@ -1,0 +1,256 @@
+package llvm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/ompd-inspect/ompd-inspect/ompd"
+)
+
+// What libomp records of the locks its threads wait for (LLVM 13 to 19,
+// built with dynamic locks, as on Linux):
+//
+//   - Only the queuing lock's acquisition sets a thread's OMPT state: while
+//     it waits in the queue its state is wait_lock and its wait id the
+//     address of the kmp_queuing_lock_t (an adaptive or RTM queuing lock
+//     starts with one). That is the lock behind omp_set_lock and
+//     omp_set_nest_lock with libomp's default lock kind (an indirect lock:
+//     the user's omp_lock_t holds an index into the runtime's table of
+//     indirect locks, whose entry points to this object), behind critical
+//     sections (the kmp_critical_name holds a pointer to the indirect lock)
+//     and behind the locks of atomic constructs (__kmp_atomic_lock and its
+//     siblings). __kmpc_critical sets wait_critical only in a copy of the
+//     thread's OMPT record, so a thread waiting for a critical section
+//     shows wait_lock too. Test-and-set, futex, ticket and DRDPA locks
+//     change no state: their waiters show none, and have no wait id.
+//   - The queuing lock tells its kind itself: initialized points to the
+//     lock while it is initialized; depth_locked is -1 for a simple lock
+//     and >= 0 for a nestable one; flags has kmp_lf_critical_section (1)
+//     for a critical section's lock.
+//   - owner_id is the owner's gtid+1, 0 when none is recorded. A nestable
+//     lock records its owner always. A simple lock and a critical section
+//     record it only when KMP_CONSISTENCY_CHECK=all (the acquisition
+//     "with checks" writes it after taking the lock); otherwise owner_id
+//     stays 0 while the lock is held, and nothing else in the runtime
+//     names the holder (head_id and tail_id are the first and last
+//     waiters, gtid+1, head_id -1 when held without waiters, 0 when free).
+//     The locks of atomic constructs never record their owner.
+//   - A test-and-set lock's poll word holds ((gtid+1) << 8) | tag and a
+//     futex lock's ((gtid+1) << 9 | waiters) << 8 | tag: direct locks always
+//     record the owner, but their waiters have no wait id that would lead
+//     here, so ompd-inspect does not read them.
+
+// kmpLfCriticalSection is the flag of a critical section's lock
+// (kmp_lock_flags_t kmp_lf_critical_section).
+const kmpLfCriticalSection = 1
+
+// atomicLockNames are the runtime's locks of atomic constructs, globals of
+// kmp_atomic.cpp (kmp_atomic_lock_t: a queuing lock).
+var atomicLockNames = []string{
+	"__kmp_atomic_lock", "__kmp_atomic_lock_1i", "__kmp_atomic_lock_2i",
+	"__kmp_atomic_lock_4i", "__kmp_atomic_lock_4r", "__kmp_atomic_lock_8i",
+	"__kmp_atomic_lock_8r", "__kmp_atomic_lock_8c", "__kmp_atomic_lock_10r",
+	"__kmp_atomic_lock_16r", "__kmp_atomic_lock_16c", "__kmp_atomic_lock_20c",
+	"__kmp_atomic_lock_32c",
+}
+
+// lockFacts are what BlockedOn reads once per address space.
+type lockFacts struct {
+	once sync.Once
+	// atomic holds the addresses of the atomic constructs' locks; nil
+	// when not every one of them could be found (a stripped runtime).
+	atomic map[ompd.Address]bool
+	// checks is KMP_CONSISTENCY_CHECK as the runtime shows it in its
+	// environment block: "all", "none" or "" when unknown.
+	checks string
+}
+
+func (as *AddressSpace) lockFacts() *lockFacts {
+	f := &as.locks
+	f.once.Do(func() {
+		atomic := map[ompd.Address]bool{}
+		for _, name := range atomicLockNames {
+			addr, err := as.cb.SymbolAddr(name, as.mem.lay.hint)
+			if err != nil || addr == 0 {
+				atomic = nil
+				break
+			}
+			atomic[addr] = true
+		}
+		f.atomic = atomic
+		if vars, err := as.DisplayControlVars(); err == nil {
+			for _, v := range vars {
+				if val, ok := strings.CutPrefix(v, "KMP_CONSISTENCY_CHECK="); ok {
+					f.checks = strings.ToLower(strings.Trim(val, "'\""))
+				}
+			}
+		}
+	})
+	return f
+}
+
+// BlockedOn says what the thread waits for when its OMPT state is a lock
+// wait (wait_lock, and wait_mutex, wait_critical and wait_atomic, which
+// libomp does not set today): the runtime's lock object (the wait id) with
+// its kind (lock, nest_lock, critical, atomic) and the thread that holds
+// it, or why that is not known. nil for every other state: a barrier,
+// taskwait, taskgroup, ordered or idle thread has no holder, and its state
+// alone says what internal/waits needs (it derives those waits from the
+// state, the same for every backend). nil too without state tracking: the
+// runtime then records no wait. Not an OMPD 5.1 call: the lock's layout
+// comes from TypeLayouts.
+func (t *Thread) BlockedOn() (*ompd.Wait, error) {
+	if !t.as.StateTracking() {
+		return nil, nil
+	}
+	st, wid, err := t.State()
+	if err != nil {
+		return nil, err
+	}
+	switch st {
+	case ompd.StateWaitLock, ompd.StateWaitMutex, ompd.StateWaitCritical, ompd.StateWaitAtomic:
+		return t.as.lockWait(st, wid), nil
+	}
+	return nil, nil
+}
+
+// queuingLock is what BlockedOn reads of a kmp_base_queuing_lock_t.
+type queuingLock struct {
+	initialized ompd.Address
+	headID      int32
+	ownerID     int32
+	depth       int32
+	flags       uint32
+}
+
+// queuingLockFields are the fields of kmp_base_queuing_lock_t it reads.
+var queuingLockFields = []string{"initialized", "head_id", "owner_id", "depth_locked", "flags"}
+
+// errLockLayout marks a lock read that failed for want of the lock's
+// layout (not of its memory).
+type errLockLayout struct{ err error }
+
+func (e errLockLayout) Error() string { return e.err.Error() }
+func (e errLockLayout) Unwrap() error { return e.err }
+
+func (as *AddressSpace) readQueuingLock(addr ompd.Address) (queuingLock, error) {
+	const typ = "kmp_base_queuing_lock_t"
+	tl, err := as.typeLayouts()
+	if err != nil {
+		return queuingLock{}, errLockLayout{err}
+	}
+	for _, f := range queuingLockFields {
+		if _, _, err := tl.FieldLayout(typ, f); err != nil {
+			return queuingLock{}, errLockLayout{err}
+		}
+	}
+	var v [5]uint64
+	for i, f := range queuingLockFields {
+		if v[i], err = as.readTyped(addr, typ, f); err != nil {
+			return queuingLock{}, err
+		}
+	}
+	return queuingLock{initialized: v[0], headID: int32(v[1]), ownerID: int32(v[2]), depth: int32(v[3]), flags: uint32(v[4])}, nil
+}
+
+// lockWait is the wait of a thread in state st on the lock whose wait id
+// is wid.
+func (as *AddressSpace) lockWait(st ompd.State, wid uint64) *ompd.Wait {
+	w := &ompd.Wait{What: ompd.WaitLock, Object: wid}
+	switch st {
+	case ompd.StateWaitCritical:
+		w.What = ompd.WaitCritical
+	case ompd.StateWaitAtomic:
+		w.What = ompd.WaitAtomic
+	}
+	if wid == 0 {
+		w.HolderUnknown = fmt.Sprintf("the thread is in state %s with no wait id: the lock is not known", st)
+		return w
+	}
+	q, err := as.readQueuingLock(wid)
+	if err != nil {
+		if errors.As(err, new(errLockLayout)) {
+			w.HolderUnknown = fmt.Sprintf("the layout of libomp's queuing lock is not known: %v", err)
+		} else {
+			w.HolderUnknown = fmt.Sprintf("reading the lock at %#x: %v", wid, err)
+		}
+		return w
+	}
+	if q.initialized != wid {
+		w.HolderUnknown = fmt.Sprintf("the wait id %#x is not an initialized queuing lock (its first word is %#x, not its own address): its lock type and holder are not known", wid, q.initialized)
+		return w
+	}
+	facts := as.lockFacts()
+	atomicUnknown := false
+	switch {
+	case q.flags&kmpLfCriticalSection != 0:
+		w.What = ompd.WaitCritical
+	case q.depth >= 0:
+		w.What = ompd.WaitNestLock
+	case facts.atomic != nil && facts.atomic[wid]:
+		w.What = ompd.WaitAtomic
+	case facts.atomic == nil && q.ownerID == 0:
+		// A simple lock with no owner recorded: one of the runtime's
+		// atomic locks looks the same, and their addresses are not known.
+		atomicUnknown = true
+	default:
+		// A simple lock, not an atomic construct's (those never record
+		// an owner).
+		w.What = ompd.WaitLock
+	}
+	if q.ownerID != 0 {
+		gtid := int(q.ownerID) - 1
+		th, err := as.threadOfGTID(gtid)
+		if err != nil {
+			w.HolderUnknown = fmt.Sprintf("the lock at %#x names its owner gtid %d (owner_id %d): %v", wid, gtid, q.ownerID, err)
+			return w
+		}
+		w.Holder = th.pthreadID
+		return w
+	}
+	if q.headID == 0 {
+		w.HolderUnknown = fmt.Sprintf("the lock at %#x is free at this instant (released as the thread came to take it)", wid)
+		return w
+	}
+	switch {
+	case w.What == ompd.WaitAtomic:
+		w.HolderUnknown = "libomp records no owner of the locks of atomic constructs"
+	case w.What == ompd.WaitNestLock:
+		w.HolderUnknown = fmt.Sprintf("the nestable lock at %#x is held but records no owner at this instant (being released or handed over)", wid)
+	case facts.checks == "all":
+		w.HolderUnknown = fmt.Sprintf("the %s at %#x is held but records no owner at this instant (being released or handed over)", lockNoun(w.What), wid)
+	default:
+		how := "this process runs without it"
+		if facts.checks == "" {
+			how = "whether this process runs with it is not known"
+		}
+		w.HolderUnknown = fmt.Sprintf("libomp records the owner of a %s only with KMP_CONSISTENCY_CHECK=all; %s", lockNoun(w.What), how)
+		if atomicUnknown {
+			w.HolderUnknown += fmt.Sprintf("; the lock at %#x may also be one of libomp's locks of atomic constructs, whose addresses this runtime's symbols do not give", wid)
+		}
+	}
+	return w
+}
+
+func lockNoun(k ompd.WaitKind) string {
+	if k == ompd.WaitCritical {
+		return "critical section"
+	}
+	return "simple lock"
+}
+
+// threadOfGTID returns the thread whose gtid is gtid.
+func (as *AddressSpace) threadOfGTID(gtid int) (*Thread, error) {
+	threads, err := as.Threads()
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range threads {
+		if t.gtid == gtid {
+			return t, nil
+		}
+	}
+	return nil, fmt.Errorf("gtid %d is not in the runtime's thread table", gtid)
+}
