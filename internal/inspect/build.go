@@ -466,6 +466,10 @@ func (b *builder) threads() {
 			} else if bo != nil {
 				th.BlockedOn = b.blockedOn(bo)
 			}
+		} else {
+			// No OMPD call says what a thread waits for: what the
+			// report says comes from its state or stack alone.
+			b.unavailable["threads[].blocked_on"] = true
 		}
 		th.TaskStack = []string{}
 		if k, err := h.CurrentTask(); err == nil {

@@ -122,7 +122,16 @@ func (a *analysis) derive(t *inspect.Thread) {
 			bo.Object, bo.Source = fmt.Sprintf("%#x", *t.WaitID), "runtime"
 		}
 		if holds(string(what)) {
-			bo.HolderUnknown = "ompd-inspect does not read this runtime's lock owners yet"
+			switch {
+			case a.rep.Runtime.Backend == "dll":
+				bo.HolderUnknown = "no OMPD call gives a lock's holder (the dll backend)"
+			case source == "stack" && a.rep.Runtime.Family == "gnu":
+				bo.HolderUnknown = "only the thread's stack shows the wait (it is not asleep on the lock's futex): the lock object is not known"
+			case source == "stack":
+				bo.HolderUnknown = "only the thread's stack shows the wait, not the lock object (without state tracking, OMP_DEBUG=enabled, libomp records no wait id)"
+			default:
+				bo.HolderUnknown = "the runtime gives no holder for it"
+			}
 		}
 		t.BlockedOn = bo
 	}
