@@ -38,7 +38,7 @@ var dllUnavailable = []string{
 	"backtraces[].frames[].user_function", "regions[].construct_function", "regions[].location", "regions[].serialized",
 	"tasks[].construct_function", "tasks[].flags", "tasks[].location",
 	"tasks[status=blocked]", "tasks[status=queued]",
-	"threads[].gtid", "threads[].location",
+	"threads[].blocked_on", "threads[].gtid", "threads[].location",
 }
 
 // compareBackends runs --backend both on a target and returns the result:
@@ -335,9 +335,10 @@ func TestDLLBackendText(t *testing.T) {
 
 	bt := text(dllArgs("bt"))
 	for num, doing := range []string{
-		"barrier (explicit or end of worksharing); OpenMP state wait_barrier_explicit",
-		"barrier (explicit or end of worksharing); OpenMP state wait_barrier_explicit",
-		"barrier (explicit or end of worksharing); OpenMP state wait_barrier_explicit",
+		// The one region is named region#1 by the dll backend.
+		"barrier (explicit or end of worksharing); OpenMP state wait_barrier_explicit; waits for barrier region#1",
+		"barrier (explicit or end of worksharing); OpenMP state wait_barrier_explicit; waits for barrier region#1",
+		"barrier (explicit or end of worksharing); OpenMP state wait_barrier_explicit; waits for barrier region#1",
 		"user code; OpenMP state work_parallel",
 	} {
 		want := fmt.Sprintf("\nthread %s (OpenMP thread, thread %d of its team)  %s\n", p.Ready[fmt.Sprintf("t%d", num)], num, doing)
