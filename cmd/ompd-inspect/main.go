@@ -34,7 +34,7 @@ import (
 )
 
 // views lists the views every target command accepts.
-var views = []string{"summary", "threads", "regions", "tasks", "icvs", "env", "bt"}
+var views = []string{"summary", "threads", "regions", "tasks", "icvs", "env", "bt", "all"}
 
 // viewFlags are the flags shared by attach and core.
 type viewFlags struct {
@@ -270,7 +270,7 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 var afterAttach func(pid int)
 
 // stackViews are the views that show stacks or top user frames.
-var stackViews = map[string]bool{"summary": true, "threads": true, "bt": true}
+var stackViews = map[string]bool{"summary": true, "threads": true, "bt": true, "all": true}
 
 // buildReports builds the report of a stopped target with the backend
 // --backend names (with both, the native one first), with backtraces for
@@ -377,8 +377,11 @@ func checkFlags(view string, vf viewFlags) error {
 	if vf.library != "" && vf.backend == backend.NameNative {
 		return errors.New("--ompd-library goes with --backend dll or both")
 	}
-	if view != "bt" && (vf.allFrames || vf.noCont || vf.group) {
+	if view != "bt" && view != "all" && (vf.allFrames || vf.noCont || vf.group) {
 		return errors.New("--all-frames, --no-continue and --group go with the bt view")
+	}
+	if view == "all" && vf.group {
+		return errors.New("--group goes with the bt view")
 	}
 	if vf.thread != 0 && view != "icvs" && view != "bt" {
 		return errors.New("--thread goes with the icvs and bt views")
@@ -390,6 +393,19 @@ func checkFlags(view string, vf viewFlags) error {
 }
 
 func show(w io.Writer, rep *inspect.Report, view string, vf viewFlags) error {
+	if view == "all" {
+		bts, err := backtraces(rep, vf)
+		if err != nil {
+			return err
+		}
+		if vf.json {
+			r := *rep
+			r.Backtraces = bts
+			return writeJSON(w, &r)
+		}
+		render.All(w, rep, bts)
+		return nil
+	}
 	if view == "bt" {
 		bts, err := backtraces(rep, vf)
 		if err != nil {

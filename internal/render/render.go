@@ -325,6 +325,11 @@ func regionTree(w io.Writer, r *inspect.Report) {
 func Threads(w io.Writer, r *inspect.Report) {
 	header(w, r)
 	fmt.Fprintln(w)
+	threadsBody(w, r)
+	warnings(w, r)
+}
+
+func threadsBody(w io.Writer, r *inspect.Report) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "OS TID\tGTID\tNUM\tSTATE\tWAIT ID\tREGION\tTASK\tLOCATION\tFUNCTION\n")
 	for _, t := range r.Threads {
@@ -351,7 +356,6 @@ func Threads(w io.Writer, r *inspect.Report) {
 			deref(t.Region), deref(t.Task), orDash(t.Location), orDash(t.Function))
 	}
 	tw.Flush()
-	warnings(w, r)
 }
 
 func deref(s *string) string {
@@ -365,14 +369,23 @@ func deref(s *string) string {
 func Regions(w io.Writer, r *inspect.Report) {
 	header(w, r)
 	fmt.Fprintln(w)
-	regionTree(w, r)
+	regionsBody(w, r)
 	warnings(w, r)
+}
+
+func regionsBody(w io.Writer, r *inspect.Report) {
+	regionTree(w, r)
 }
 
 // Tasks prints the tasks: running, their ancestry, and queued ones.
 func Tasks(w io.Writer, r *inspect.Report) {
 	header(w, r)
 	fmt.Fprintln(w)
+	tasksBody(w, r)
+	warnings(w, r)
+}
+
+func tasksBody(w io.Writer, r *inspect.Report) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "TASK\tKIND\tSTATUS\tTHREAD\tPARENT\tREGION\tFLAGS\tLOCATION\tFUNCTION\n")
 	for _, t := range r.Tasks {
@@ -399,7 +412,6 @@ func Tasks(w io.Writer, r *inspect.Report) {
 		}
 		fmt.Fprintf(w, "  %s (%s) waits for %s; %s unfinished predecessor(s)\n", t.ID, orDash(t.Location), orDash(strings.Join(t.WaitsFor, ", ")), pending)
 	}
-	warnings(w, r)
 }
 
 // ICVs prints the ICVs; when tid is not 0, only those of that thread (its
@@ -408,6 +420,11 @@ func Tasks(w io.Writer, r *inspect.Report) {
 func ICVs(w io.Writer, r *inspect.Report, icvs []inspect.ICV) {
 	header(w, r)
 	fmt.Fprintln(w)
+	icvsBody(w, r, icvs)
+	warnings(w, r)
+}
+
+func icvsBody(w io.Writer, r *inspect.Report, icvs []inspect.ICV) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "ICV\tSCOPE\tOWNER\tVALUE\n")
 	for _, v := range icvs {
@@ -418,13 +435,17 @@ func ICVs(w io.Writer, r *inspect.Report, icvs []inspect.ICV) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\n", v.Name, v.Scope, owner, v.Value)
 	}
 	tw.Flush()
-	warnings(w, r)
 }
 
 // Env prints the runtime's display control variables.
 func Env(w io.Writer, r *inspect.Report) {
 	header(w, r)
 	fmt.Fprintln(w)
+	envBody(w, r)
+	warnings(w, r)
+}
+
+func envBody(w io.Writer, r *inspect.Report) {
 	if len(r.ControlVars) == 0 {
 		fmt.Fprintf(w, "  (the runtime recorded no control variables)\n")
 	}
@@ -433,5 +454,33 @@ func Env(w io.Writer, r *inspect.Report) {
 		fmt.Fprintf(tw, "%s\t%s\n", v.Name, v.Value)
 	}
 	tw.Flush()
+}
+
+// All prints every view of the report in one: the summary, then the
+// threads, regions, tasks, ICVs, control variables and backtraces (bts,
+// already filtered), each under its title; the warnings once, at the end.
+func All(w io.Writer, r *inspect.Report, bts []inspect.Backtrace) {
+	quiet := *r
+	quiet.Warnings, quiet.Runtime.OMPDLibrary = nil, nil
+	Summary(w, &quiet)
+	section := func(title string) { fmt.Fprintf(w, "\n== %s ==\n\n", title) }
+	section("threads")
+	threadsBody(w, r)
+	section("regions")
+	regionTree(w, r)
+	section("tasks")
+	tasksBody(w, r)
+	section("icvs")
+	icvsBody(w, r, r.ICVs)
+	section("env")
+	envBody(w, r)
+	section("backtraces")
+	for i, bt := range bts {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "thread %d%s\n", bt.OSTID, threadLabel(r, bt))
+		backtraceBody(w, bt)
+	}
 	warnings(w, r)
 }
