@@ -41,7 +41,7 @@ func TestBadInput(t *testing.T) {
 	os.WriteFile(text, []byte("not a core\n"), 0o644)
 
 	wantError(t, `ompd-inspect: "abc" is not a process id`, "attach", "abc")
-	wantError(t, `ompd-inspect: unknown view "stacks" (views: summary, threads, regions, tasks, icvs, env, bt)`, "attach", "1", "stacks")
+	wantError(t, `ompd-inspect: unknown view "stacks" (views: summary, threads, regions, tasks, icvs, env, bt, all)`, "attach", "1", "stacks")
 	wantError(t, "ompd-inspect: process 4194303: no such process", "attach", "4194303")
 	wantError(t, "ompd-inspect: "+text+": not an ELF file", "core", text)
 	exe := fixture.Exe(t, "plain")
