@@ -66,3 +66,24 @@ func TestAllView(t *testing.T) {
 		t.Errorf("all --group: exit 0, want an error")
 	}
 }
+
+// TestStatsLine: --stats adds one line on stderr with the number of
+// threads stopped and the phases (no figure is asserted: timing is for
+// benchmarks), and leaves stdout as without it.
+func TestStatsLine(t *testing.T) {
+	p := fixture.Start(t, "nested", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}})
+	pid := strconv.Itoa(p.PID)
+	out, errs, code := cli("attach", pid, "regions", "--stats")
+	plain, _, _ := cli("attach", pid, "regions")
+	if code != 0 || out != plain {
+		t.Fatalf("attach --stats: exit %d, stdout differs from without --stats: %v\n%s", code, out != plain, errs)
+	}
+	n := len(p.ThreadIDs(t))
+	prefix := "stats: " + strconv.Itoa(n) + " threads; stopped "
+	lines := strings.Split(strings.TrimSpace(errs), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, prefix) || !strings.Contains(last, " (attach ") || !strings.Contains(last, ", read ") ||
+		!strings.Contains(last, ", detach ") || !strings.Contains(last, "; peak RSS ") {
+		t.Errorf("stderr ends with %q; want %q... with the phases and the peak RSS", last, prefix)
+	}
+}

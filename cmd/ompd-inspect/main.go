@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -48,6 +49,10 @@ type viewFlags struct {
 	// images says where the modules' debug files are looked for (set
 	// after the flags are checked).
 	images *elf.OpenOptions
+	// stats asks for the figures of the inspection on stderr; times
+	// records them (set after the flags are checked).
+	stats bool
+	times *phaseTimes
 }
 
 func main() {
@@ -107,6 +112,7 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 		c.Flags().BoolVar(&vf.group, "group", false, "bt: print threads with the same stack once, with their count and ids")
 		c.Flags().StringVar(&vf.backend, "backend", "native", "the OMPD implementation: native (ompd-inspect's own), dll (the runtime's OMPD library), or both (print where they differ; exit code 1 if they do)")
 		c.Flags().StringVar(&vf.library, "ompd-library", "", "the OMPD library for --backend dll|both (default: the one the runtime names in ompd_dll_locations)")
+		c.Flags().BoolVar(&vf.stats, "stats", false, "print on stderr how long the target was stopped (attach, read, detach), the total time and the peak memory")
 	}
 	viewHelp := "VIEW is one of " + strings.Join(views, ", ") + " (default summary)"
 
@@ -158,6 +164,9 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 			defer signal.Stop(sigs)
 			var reps []*inspect.Report
 			note := ""
+			if vf.stats {
+				vf.times = &phaseTimes{}
+			}
 			if retry {
 				reps, note, err = inspectRetrying(pid, view, vf, retries, sigs)
 			} else {
@@ -170,6 +179,9 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 			err = showAll(stdout, reps, view, vf)
 			if note != "" {
 				fmt.Fprintln(stderr, note)
+			}
+			if vf.times != nil {
+				vf.times.print(stderr, true, time.Now())
 			}
 			return err
 		},
@@ -195,6 +207,10 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 				return err
 			}
 			copts.Images = imageOptions(debugDirs, stderr)
+			var times *phaseTimes
+			if vf.stats {
+				times = &phaseTimes{start: time.Now()}
+			}
 			c, err := core.Open(args[0], copts)
 			if err != nil {
 				return err
@@ -204,7 +220,14 @@ func newRoot(stdout, stderr io.Writer, exitCode *int) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return showAll(stdout, reps, view, vf)
+			if times != nil {
+				times.built, times.threads = time.Now(), len(c.Threads())
+			}
+			err = showAll(stdout, reps, view, vf)
+			if times != nil {
+				times.print(stderr, false, time.Now())
+			}
+			return err
 		},
 	}
 	addViewFlags(coreCmd)
@@ -238,9 +261,16 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 	if vf.images != nil {
 		popts.Images = *vf.images
 	}
+	pt := vf.times
+	if pt != nil {
+		*pt = phaseTimes{start: time.Now()}
+	}
 	p, err := ptrace.Attach(pid, popts)
 	if err != nil {
 		return nil, err
+	}
+	if pt != nil {
+		pt.attached, pt.threads = time.Now(), len(p.Threads())
 	}
 	stop := p.DetachOnSignals()
 	defer stop()
@@ -259,8 +289,14 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 	if aerr := p.Alive(); aerr != nil {
 		reps, err = nil, aerr
 	}
+	if pt != nil {
+		pt.built = time.Now()
+	}
 	if cerr := p.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("detaching from process %d: %w", pid, cerr)
+	}
+	if pt != nil {
+		pt.detached = time.Now()
 	}
 	return reps, err
 }

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// phaseTimes records when each phase of one inspection ended (--stats).
+// For a live process, the target is stopped from the first interrupt
+// (inside attach) to the last detach: attach and detach alone are the
+// floor any tool pays; read is what ompd-inspect adds.
+type phaseTimes struct {
+	start, attached, built, detached time.Time
+	threads                          int
+}
+
+// print writes the figures on one line.
+func (pt *phaseTimes) print(w io.Writer, live bool, done time.Time) {
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+	rss := "unknown"
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err == nil {
+		rss = fmt.Sprintf("%.1f MiB", float64(ru.Maxrss)/1024) // ru_maxrss is in KiB
+	}
+	if live {
+		fmt.Fprintf(w, "stats: %d threads; stopped %s (attach %s, read %s, detach %s); total %s; peak RSS %s\n",
+			pt.threads, ms(pt.detached.Sub(pt.start)), ms(pt.attached.Sub(pt.start)), ms(pt.built.Sub(pt.attached)),
+			ms(pt.detached.Sub(pt.built)), ms(done.Sub(pt.start)), rss)
+		return
+	}
+	fmt.Fprintf(w, "stats: %d threads; read %s; total %s; peak RSS %s\n",
+		pt.threads, ms(pt.built.Sub(pt.start)), ms(done.Sub(pt.start)), rss)
+}
