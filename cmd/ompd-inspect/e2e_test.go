@@ -143,6 +143,31 @@ func str(p *string) string {
 	return *p
 }
 
+// reportEachSource checks the running fixture p (named name, started with
+// opts) live, from a gcore core of it, and from a kernel core of a run of
+// its own in abort mode: check gets the report and the READY line of the
+// process the report is of; after live and gcore, p must still run.
+func reportEachSource(t *testing.T, p *fixture.Process, name string, opts fixture.StartOptions, check func(t *testing.T, r *inspect.Report, ready fixture.Ready)) {
+	forEachSource(t, func(t *testing.T, src source) {
+		var args []string
+		ready := p.Ready
+		switch src {
+		case live:
+			args = []string{"attach", strconv.Itoa(p.PID)}
+		case gcore:
+			args = []string{"core", p.Gcore(t)}
+		case kernel:
+			var path string
+			path, ready = fixture.KernelCore(t, name, opts)
+			args = []string{"core", path}
+		}
+		check(t, reportOf(t, args...), ready)
+		if src != kernel {
+			assertRunning(t, p)
+		}
+	})
+}
+
 func forEachSource(t *testing.T, f func(t *testing.T, src source)) {
 	for _, src := range allSources {
 		t.Run(strings.ReplaceAll(string(src), " ", "_"), func(t *testing.T) { f(t, src) })

@@ -20,28 +20,9 @@ import (
 func TestWhyThreadsWaitGomp(t *testing.T) {
 	c := gompCase{name: "blocked", compiler: "gcc-12", srcs: []string{"blocked.c"}}
 	exe := gompBuild(t, &c)
-	env := []string{"OMP_WAIT_POLICY=passive"}
-	p := fixture.Start(t, "blocked", fixture.StartOptions{Exe: exe, Env: env})
-	for _, src := range allSources {
-		t.Run(strings.ReplaceAll(string(src), " ", "_"), func(t *testing.T) {
-			var args []string
-			ready := p.Ready
-			switch src {
-			case live:
-				args = []string{"attach", strconv.Itoa(p.PID)}
-			case gcore:
-				args = []string{"core", p.Gcore(t)}
-			case kernel:
-				var path string
-				path, ready = fixture.KernelCore(t, "blocked", fixture.StartOptions{Exe: exe, Env: env})
-				args = []string{"core", path}
-			}
-			checkBlockedGomp(t, reportOf(t, args...), ready)
-			if src != kernel {
-				assertRunning(t, p)
-			}
-		})
-	}
+	opts := fixture.StartOptions{Exe: exe, Env: []string{"OMP_WAIT_POLICY=passive"}}
+	p := fixture.Start(t, "blocked", opts)
+	reportEachSource(t, p, "blocked", opts, checkBlockedGomp)
 }
 
 func checkBlockedGomp(t *testing.T, r *inspect.Report, ready fixture.Ready) {

@@ -54,26 +54,9 @@ func TestWaitForLLVM(t *testing.T) {
 	for _, c := range configs {
 		t.Run(c.name, func(t *testing.T) {
 			p := fixture.Start(t, "waitfor", c.opts)
-			for _, src := range allSources {
-				t.Run(strings.ReplaceAll(string(src), " ", "_"), func(t *testing.T) {
-					var args []string
-					ready := p.Ready
-					switch src {
-					case live:
-						args = []string{"attach", strconv.Itoa(p.PID)}
-					case gcore:
-						args = []string{"core", p.Gcore(t)}
-					case kernel:
-						var path string
-						path, ready = fixture.KernelCore(t, "waitfor", c.opts)
-						args = []string{"core", path}
-					}
-					checkWaitFor(t, reportOf(t, args...), ready, c.mode)
-					if src != kernel {
-						assertRunning(t, p)
-					}
-				})
-			}
+			reportEachSource(t, p, "waitfor", c.opts, func(t *testing.T, r *inspect.Report, ready fixture.Ready) {
+				checkWaitFor(t, r, ready, c.mode)
+			})
 		})
 	}
 }

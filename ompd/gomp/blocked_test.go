@@ -9,8 +9,6 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
 	"github.com/ompd-inspect/ompd-inspect/ompd"
 	"github.com/ompd-inspect/ompd-inspect/target"
-	"github.com/ompd-inspect/ompd-inspect/target/core"
-	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
 )
 
 // TestBlockedOnLiveAndGcore: blocked.c (gcc-12), every kind of wait at
@@ -19,22 +17,7 @@ import (
 func TestBlockedOnLiveAndGcore(t *testing.T) {
 	exe := build(t, "blocked", "gcc-12", "blocked.c")
 	p := fixture.Start(t, "blocked", fixture.StartOptions{Exe: exe, Env: []string{"OMP_WAIT_POLICY=passive"}})
-	t.Run("live", func(t *testing.T) {
-		proc, err := ptrace.Attach(p.PID, ptrace.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer proc.Close()
-		checkBlocked(t, proc, p.Ready)
-	})
-	t.Run("gcore", func(t *testing.T) {
-		c, err := core.Open(p.Gcore(t), core.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		checkBlocked(t, c, p.Ready)
-	})
+	liveAndGcore(t, p, func(t *testing.T, tg target.Target) { checkBlocked(t, tg, p.Ready) })
 }
 
 func checkBlocked(t *testing.T, tg target.Target, ready fixture.Ready) {

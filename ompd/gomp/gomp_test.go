@@ -9,8 +9,6 @@ import (
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
 	"github.com/ompd-inspect/ompd-inspect/target"
-	"github.com/ompd-inspect/ompd-inspect/target/core"
-	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
 )
 
 // teamsEnv are the ICVs the environment sets for teams.c.
@@ -296,23 +294,7 @@ func contains(s []string, x string) bool {
 func TestTeamsLiveAndGcore(t *testing.T) {
 	exe := build(t, "teams", "gcc-12", "teams.c")
 	p := fixture.Start(t, "teams", fixture.StartOptions{Exe: exe, Env: teamsEnv})
-	t.Run("live", func(t *testing.T) {
-		proc, err := ptrace.Attach(p.PID, ptrace.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer proc.Close()
-		checkTarget(t, proc, p.Ready)
-	})
-	t.Run("gcore", func(t *testing.T) {
-		path := p.Gcore(t)
-		c, err := core.Open(path, core.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		checkTarget(t, c, p.Ready)
-	})
+	liveAndGcore(t, p, func(t *testing.T, tg target.Target) { checkTarget(t, tg, p.Ready) })
 }
 
 // TestFortranLiveAndGcore: fteams.f90 (gfortran-12), two levels of teams,
@@ -321,20 +303,5 @@ func TestFortranLiveAndGcore(t *testing.T) {
 	exe := build(t, "fteams", "gfortran-12", "fteams.f90", "frecord.c")
 	p := fixture.Start(t, "fteams", fixture.StartOptions{Exe: exe, Env: []string{
 		"OMP_WAIT_POLICY=passive", "OMP_MAX_ACTIVE_LEVELS=2", "OMP_NUM_THREADS=2"}})
-	t.Run("live", func(t *testing.T) {
-		proc, err := ptrace.Attach(p.PID, ptrace.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer proc.Close()
-		checkTarget(t, proc, p.Ready)
-	})
-	t.Run("gcore", func(t *testing.T) {
-		c, err := core.Open(p.Gcore(t), core.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		checkTarget(t, c, p.Ready)
-	})
+	liveAndGcore(t, p, func(t *testing.T, tg target.Target) { checkTarget(t, tg, p.Ready) })
 }
