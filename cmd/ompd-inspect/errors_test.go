@@ -113,12 +113,26 @@ func TestStrippedRuntime(t *testing.T) {
 
 func TestAlreadyTraced(t *testing.T) {
 	p := fixture.Start(t, "barrier", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}})
-	gdb := exec.Command("gdb", "-batch", "-p", strconv.Itoa(p.PID), "-ex", "shell sleep 30")
-	gdb.Stdout, gdb.Stderr = nil, nil
+	// gdb stays attached while it waits for commands on a pipe that is
+	// closed only in cleanup. No "shell" command: its forked child,
+	// stopped by job control before it execs, outlived gdb. gdb runs in
+	// a process group of its own, killed whole.
+	cmds, keep, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gdb := exec.Command("gdb", "-nx", "-q", "-p", strconv.Itoa(p.PID))
+	gdb.Stdin, gdb.Stdout, gdb.Stderr = cmds, nil, nil
+	gdb.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := gdb.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { gdb.Process.Kill(); gdb.Wait() })
+	cmds.Close()
+	t.Cleanup(func() {
+		syscall.Kill(-gdb.Process.Pid, syscall.SIGKILL)
+		gdb.Wait()
+		keep.Close()
+	})
 	// Wait until gdb is attached.
 	for i := 0; i < 600; i++ {
 		st, _ := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/status")
