@@ -154,19 +154,8 @@ func (g *gas) ICV(handle any, icv ompd.ICV) (ompd.Value, error) {
 	case *gas:
 		// The address space's ICVs are globals of their own.
 		ic = &ICVs{Cancel: -1, MaxTaskPriority: -1}
-		if g.as.CancelVar != 0 {
-			v, rerr := g.as.m.u8(g.as.CancelVar)
-			if rerr != nil {
-				return ompd.Value{}, fmt.Errorf("gomp_cancel_var: %w", rerr)
-			}
-			ic.Cancel = int(v)
-		}
-		if g.as.MaxTaskPriorityVar != 0 {
-			v, rerr := g.as.m.u32(g.as.MaxTaskPriorityVar)
-			if rerr != nil {
-				return ompd.Value{}, fmt.Errorf("gomp_max_task_priority_var: %w", rerr)
-			}
-			ic.MaxTaskPriority = int(int32(v))
+		if err := g.as.globalICVs(ic); err != nil {
+			return ompd.Value{}, err
 		}
 	case *gthread:
 		if icv.Name == "thread-num-var" {

@@ -1,6 +1,7 @@
 package gomp
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -619,17 +620,30 @@ func (as *AddressSpace) ICVsOf(t *Thread) (*ICVs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ICVs at %#x: %w", ic.Source, err)
 	}
+	as.globalICVs(ic) // unreadable globals stay -1 here
+	return ic, nil
+}
+
+// globalICVs reads the ICVs libgomp keeps in globals of their own
+// (cancel-var, max-task-priority-var) into ic; a global not found stays
+// -1, and the first read error is returned.
+func (as *AddressSpace) globalICVs(ic *ICVs) error {
+	var errs []error
 	if as.CancelVar != 0 {
 		if v, err := as.m.u8(as.CancelVar); err == nil {
 			ic.Cancel = int(v)
+		} else {
+			errs = append(errs, fmt.Errorf("gomp_cancel_var: %w", err))
 		}
 	}
 	if as.MaxTaskPriorityVar != 0 {
 		if v, err := as.m.u32(as.MaxTaskPriorityVar); err == nil {
 			ic.MaxTaskPriority = int(int32(v))
+		} else {
+			errs = append(errs, fmt.Errorf("gomp_max_task_priority_var: %w", err))
 		}
 	}
-	return ic, nil
+	return errors.Join(errs...)
 }
 
 // ScheduleString formats run-sched-var as the LLVM side does: an optional
