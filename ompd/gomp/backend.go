@@ -27,7 +27,7 @@ const BackendName = "native"
 // Teams met through thread handles are remembered: QueuedTasks walks
 // their task queues.
 func Backend(as *AddressSpace) backend.AddressSpace {
-	return &gas{as: as, teams: map[uint64]bool{}}
+	return &gas{as: as, teams: map[uint64]bool{}, read: map[uint64]teamRead{}}
 }
 
 type gas struct {
@@ -35,6 +35,28 @@ type gas struct {
 
 	mu    sync.Mutex
 	teams map[uint64]bool
+	// read holds each team read, once per address space (one stop):
+	// every region and task handle of a team shares it.
+	read map[uint64]teamRead
+}
+
+type teamRead struct {
+	tm  *Team
+	err error
+}
+
+// team reads the team at addr once.
+func (g *gas) team(addr uint64) (*Team, error) {
+	g.mu.Lock()
+	r, ok := g.read[addr]
+	g.mu.Unlock()
+	if !ok {
+		r.tm, r.err = g.as.Team(addr)
+		g.mu.Lock()
+		g.read[addr] = r
+		g.mu.Unlock()
+	}
+	return r.tm, r.err
 }
 
 // Unavailable lists the report fields libgomp has no record of.
@@ -420,7 +442,7 @@ func (p *gparallel) team() (*Team, error) {
 			p.tm = &Team{NThreads: 1}
 			return
 		}
-		p.tm, p.err = p.g.as.Team(p.addr)
+		p.tm, p.err = p.g.team(p.addr)
 		if p.err != nil && p.tm != nil && p.tm.NThreads > 0 {
 			// The team's own fields were read; a member was not: keep
 			// the team, the member's error shows in ThreadIn.
@@ -580,7 +602,7 @@ func (k *gtask) Generating() (backend.Task, error) {
 	var tm *Team
 	if t.Kind == TaskImplicit && team != 0 {
 		team = 0
-		if tm, err = k.g.as.Team(k.team); err == nil || (tm != nil && tm.NThreads > 0) {
+		if tm, err = k.g.team(k.team); err == nil || (tm != nil && tm.NThreads > 0) {
 			team = tm.Parent
 		} else {
 			tm = nil
