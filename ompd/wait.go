@@ -36,6 +36,10 @@ type Wait struct {
 	// Team is the team (its parallel region's address) a barrier
 	// belongs to, 0 otherwise.
 	Team Address
+	// FromCall says the wait was found from the thread's call into the
+	// runtime (its stack and the arguments its caller passed), not from
+	// a wait the runtime records for the thread.
+	FromCall bool
 }
 
 // Waiter is an optional extension of a backend's thread handle: what the
@@ -43,4 +47,29 @@ type Wait struct {
 // tell).
 type Waiter interface {
 	BlockedOn() (*Wait, error)
+}
+
+// CallSite is what a thread's call into the runtime passed: the function
+// it called and the integer arguments it passed in registers (System V
+// x86-64 order: rdi, rsi, rdx, rcx, r8, r9), as far as the caller's code
+// shows them.
+type CallSite struct {
+	// Callee is the address of the function called.
+	Callee Address
+	// Args holds the arguments; Known says which were recovered.
+	Args  [6]uint64
+	Known [6]bool
+}
+
+// CallSiteReader is an optional extension of Callbacks: the call by which
+// a thread, now inside the runtime, entered it. A backend uses it to learn
+// which lock or critical section a thread waits for when the runtime does
+// not record it (the lock's address is the argument the user's code
+// passed).
+type CallSiteReader interface {
+	// CallSite returns the call by which the thread entered the runtime
+	// (its innermost frame outside the runtime, below the runtime's
+	// frames), when that call is to one of callees. ok is false when the
+	// thread is not inside the runtime or entered it by another call.
+	CallSite(ctx ThreadContext, callees []Address) (site CallSite, ok bool)
 }

@@ -488,9 +488,14 @@ func (b *builder) threads() {
 }
 
 // blockedOn turns what the runtime says a thread waits for into the
-// model: the holder's thread pointer becomes its os_tid.
+// model: the holder's thread pointer becomes its os_tid. A wait the
+// backend found from the thread's call into the runtime has source
+// "stack".
 func (b *builder) blockedOn(w *ompd.Wait) *BlockedOn {
 	bo := &BlockedOn{What: string(w.What), Name: w.Name, HolderUnknown: w.HolderUnknown, WaitingFor: []WaitTarget{}, Source: "runtime"}
+	if w.FromCall {
+		bo.Source = "stack"
+	}
 	if w.Object != 0 {
 		bo.Object = hexID(w.Object)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/ompd/llvm/recovery"
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
+	"github.com/ompd-inspect/ompd-inspect/target/unwind"
 )
 
 // Callbacks serves ompd.Callbacks from a target. Symbol lookups are
@@ -30,6 +31,9 @@ type Callbacks struct {
 	mu   sync.Mutex
 	syms map[string]symResult
 	tids map[uint64]*target.Thread // pthread (thread pointer) -> thread
+
+	unwOnce sync.Once
+	unw     *unwind.Unwinder // short walks for CallSite
 
 	tiOnce   sync.Once
 	ti       typeLayouts
@@ -174,6 +178,55 @@ func (c *Callbacks) SymbolAt(addr uint64) (string, bool) {
 		return s.Name, true
 	}
 	return "", false
+}
+
+// callSiteFrames bounds the walk CallSite makes: the runtime's frames of a
+// waiting thread and the few library frames inside them (a futex wait).
+const callSiteFrames = 24
+
+// callSiteLeading is how many frames outside the runtime (the C library's
+// futex or yield) CallSite steps over before the runtime's own.
+const callSiteLeading = 4
+
+// CallSite implements ompd.CallSiteReader: the thread's stack is walked
+// from its innermost frame over at most a few library frames, then over
+// the runtime's frames; the first frame below them is the caller, and its
+// call is the site when it called one of callees.
+func (c *Callbacks) CallSite(ctx ompd.ThreadContext, callees []ompd.Address) (ompd.CallSite, bool) {
+	th, ok := ctx.(*target.Thread)
+	if !ok || c.runtime == nil {
+		return ompd.CallSite{}, false
+	}
+	c.unwOnce.Do(func() {
+		c.unw = unwind.New(c.t)
+		c.unw.MaxFrames = callSiteFrames
+	})
+	frames, _ := c.unw.Unwind(*th)
+	i := 0
+	for i < len(frames) && i < callSiteLeading && !c.inRuntime(frames[i].Module) {
+		i++
+	}
+	if i >= len(frames) || !c.inRuntime(frames[i].Module) {
+		return ompd.CallSite{}, false
+	}
+	for i < len(frames) && c.inRuntime(frames[i].Module) {
+		i++
+	}
+	if i >= len(frames) {
+		return ompd.CallSite{}, false
+	}
+	caller := &frames[i]
+	callee, ok := unwind.CallTarget(c.t, caller.PC)
+	if !ok || !slices.Contains(callees, callee) {
+		return ompd.CallSite{}, false
+	}
+	args := unwind.CallArgs(c.t, caller)
+	return ompd.CallSite{Callee: callee, Args: args.Value, Known: args.Known}, true
+}
+
+// inRuntime reports whether m is the runtime's module.
+func (c *Callbacks) inRuntime(m *target.Module) bool {
+	return m != nil && c.runtime != nil && m.Start == c.runtime.Start
 }
 
 // ThreadPointers implements gomp.ThreadLister: every thread's thread

@@ -1,7 +1,6 @@
 package llvm_test
 
 import (
-	"encoding/binary"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,9 +18,13 @@ import (
 type blockedCase struct {
 	name string
 	opts fixture.StartOptions
-	// checks: the process runs with KMP_CONSISTENCY_CHECK=all, so simple
-	// locks and critical sections record their owner.
+	// checks: simple locks and critical sections record their owner:
+	// the process runs with KMP_CONSISTENCY_CHECK=all, or with a direct
+	// lock kind (KMP_LOCK_KIND=futex), whose lock word names its owner.
 	checks bool
+	// noStates: the process runs without OMP_DEBUG=enabled: the waits
+	// come from the threads' calls into the runtime.
+	noStates bool
 	// symbols: the runtime's symbols give the locks of atomic constructs
 	// (the OMPD build); a stripped runtime's do not.
 	symbols bool
@@ -29,9 +32,12 @@ type blockedCase struct {
 
 // TestBlockedOnDeadlock: deadlock.c on the OMPD build and on Debian's
 // stripped libomp 13 to 19 (type layouts from their release tables), with
-// KMP_CONSISTENCY_CHECK=all and (OMPD build, libomp 19) without, live and from a gcore core: every waiter
-// of deadlock.c says exactly what it waits for and who holds it (or, where
-// libomp records no owner, exactly why that is not known), and the two
+// KMP_CONSISTENCY_CHECK=all and (OMPD build, libomp 19) without, with
+// state tracking and (OMPD build, libomp 19) without it, with queuing and
+// with futex locks, live and from a gcore core: every waiter of
+// deadlock.c says exactly what it waits for (the user's lock its call
+// passed, the critical section by name) and who holds it (or, where libomp
+// records no owner, exactly why that is not known), and the two
 // deadlocked threads each hold the lock the other waits for.
 func TestBlockedOnDeadlock(t *testing.T) {
 	stock := fixture.StockLibomp(19)
@@ -42,6 +48,13 @@ func TestBlockedOnDeadlock(t *testing.T) {
 			opts: fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}}},
 		{name: "stock19/default",
 			opts: fixture.StartOptions{Stripped: true, Runtime: stock, Env: []string{"OMP_DEBUG=enabled"}}},
+		{name: "ompd/stacks", symbols: true, noStates: true, opts: fixture.StartOptions{}},
+		{name: "ompd/stacks-checks", checks: true, symbols: true, noStates: true,
+			opts: fixture.StartOptions{Env: []string{"KMP_CONSISTENCY_CHECK=all"}}},
+		{name: "ompd/stacks-futex", checks: true, symbols: true, noStates: true,
+			opts: fixture.StartOptions{Env: []string{"KMP_LOCK_KIND=futex"}}},
+		{name: "stock19/stacks-futex", checks: true, noStates: true,
+			opts: fixture.StartOptions{Stripped: true, Runtime: stock, Env: []string{"KMP_LOCK_KIND=futex"}}},
 	}
 	for _, v := range fixture.StockVersions {
 		cases = append(cases, blockedCase{name: "stock" + strconv.Itoa(v) + "/checks", checks: true,
@@ -67,27 +80,6 @@ func TestBlockedOnDeadlock(t *testing.T) {
 				checkDeadlock(t, c, cr, p.Ready)
 			})
 		})
-	}
-}
-
-// TestBlockedOnWithoutTracking: without OMP_DEBUG=enabled libomp records
-// no thread states, and BlockedOn says nothing (the stacks tell the waits).
-func TestBlockedOnWithoutTracking(t *testing.T) {
-	p := fixture.Start(t, "deadlock", fixture.StartOptions{})
-	proc, err := ptrace.Attach(p.PID, ptrace.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proc.Close()
-	as, _ := attachLLVM(t, proc)
-	threads, err := as.Threads()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, th := range threads {
-		if w, err := th.BlockedOn(); w != nil || err != nil {
-			t.Errorf("thread gtid %d: BlockedOn() = %+v, %v; want nil, nil", th.GTID(), w, err)
-		}
 	}
 }
 
@@ -117,9 +109,9 @@ func attachLLVM(t *testing.T, tg target.Target) (*llvm.AddressSpace, *inspect.Ca
 
 func checkDeadlock(t *testing.T, c blockedCase, tg target.Target, ready fixture.Ready) {
 	t.Helper()
-	as, cb := attachLLVM(t, tg)
-	if !as.StateTracking() {
-		t.Fatal("no state tracking with OMP_DEBUG=enabled")
+	as, _ := attachLLVM(t, tg)
+	if as.StateTracking() == c.noStates {
+		t.Fatalf("state tracking %v; want %v", as.StateTracking(), !c.noStates)
 	}
 	tidOf := map[uint64]int{}
 	tpOf := map[int]uint64{}
@@ -179,6 +171,9 @@ func checkDeadlock(t *testing.T, c blockedCase, tg target.Target, ready fixture.
 		if w.What != k || w.Object == 0 {
 			t.Errorf("%s: waits for %s at %#x, want %s at a lock", role, w.What, w.Object, k)
 		}
+		if w.FromCall != c.noStates {
+			t.Errorf("%s: found from the thread's call %v, want %v (state tracking %v)", role, w.FromCall, c.noStates, !c.noStates)
+		}
 	}
 
 	// The two deadlocked threads: each waits for a lock, held by the
@@ -189,16 +184,15 @@ func checkDeadlock(t *testing.T, c blockedCase, tg target.Target, ready fixture.
 	if a.Object == b.Object {
 		t.Errorf("dl_a and dl_b wait for the same lock %#x", a.Object)
 	}
-	if c.symbols {
-		// The wait ids are the runtime's locks behind the user's
-		// omp_lock_t: lock_b for dl_a, lock_a for dl_b.
-		if got := userLockObject(t, cb, ready, "lock_b"); got != a.Object {
-			t.Errorf("dl_a waits for %#x; lock_b is the runtime's lock %#x", a.Object, got)
-		}
-		if got := userLockObject(t, cb, ready, "lock_a"); got != b.Object {
-			t.Errorf("dl_b waits for %#x; lock_a is the runtime's lock %#x", b.Object, got)
-		}
+	// Each waits for the user's omp_lock_t its call passed: lock_b for
+	// dl_a, lock_a for dl_b.
+	if got := readyAddr(t, ready, "lock_b"); got != a.Object {
+		t.Errorf("dl_a waits for %#x; lock_b is at %#x", a.Object, got)
 	}
+	if got := readyAddr(t, ready, "lock_a"); got != b.Object {
+		t.Errorf("dl_b waits for %#x; lock_a is at %#x", b.Object, got)
+	}
+
 	atomicNote := !c.symbols // a stripped runtime does not locate its atomic locks
 	if c.checks {
 		heldBy("dl_a", a, "dl_b")
@@ -215,11 +209,16 @@ func checkDeadlock(t *testing.T, c blockedCase, tg target.Target, ready fixture.
 	// The nestable lock records its owner always.
 	n := wait("nest_waiter")
 	kind("nest_waiter", n, ompd.WaitNestLock)
-	heldBy("nest_waiter", n, "nest_holder")
-	if c.symbols {
-		if got := userLockObject(t, cb, ready, "nest_lock"); got != n.Object {
-			t.Errorf("nest_waiter waits for %#x; nest_lock is the runtime's lock %#x", n.Object, got)
-		}
+	if c.noStates && !c.symbols {
+		// Except without state tracking on a stripped runtime: a
+		// nestable lock is an indirect one, and the table of indirect
+		// locks is not among the symbols a stripped libomp gives.
+		noHolder("nest_waiter", n, "is entry 0 of libomp's table of indirect locks: this runtime's symbols do not give that table")
+	} else {
+		heldBy("nest_waiter", n, "nest_holder")
+	}
+	if got := readyAddr(t, ready, "nest_lock"); got != n.Object {
+		t.Errorf("nest_waiter waits for %#x; nest_lock is at %#x", n.Object, got)
 	}
 
 	// The critical sections.
@@ -228,6 +227,11 @@ func checkDeadlock(t *testing.T, c blockedCase, tg target.Target, ready fixture.
 	kind("named_waiter", nw, ompd.WaitCritical)
 	if cw.Object == nw.Object {
 		t.Errorf("the unnamed and the named critical section have the same lock %#x", cw.Object)
+	}
+	// Each is its kmp_critical_name, the object clang names after the
+	// critical section.
+	if cw.Name != "" || nw.Name != "fx_named" {
+		t.Errorf("critical sections named %q and %q; want the unnamed one and fx_named", cw.Name, nw.Name)
 	}
 	if c.checks {
 		heldBy("crit_waiter", cw, "crit_holder")
@@ -246,47 +250,12 @@ func checkDeadlock(t *testing.T, c blockedCase, tg target.Target, ready fixture.
 	}
 }
 
-// userLockObject returns the runtime's lock behind the user's lock whose
-// address READY gives under key: libomp's dynamic locks store the index
-// of the indirect lock (shifted left by one) in the omp_lock_t, and
-// __kmp_i_lock_table's rows of 1024 kmp_indirect_lock_t point to the lock
-// objects.
-func userLockObject(t *testing.T, cb *inspect.Callbacks, ready fixture.Ready, key string) uint64 {
+// readyAddr is the address READY gives under key.
+func readyAddr(t *testing.T, ready fixture.Ready, key string) uint64 {
 	t.Helper()
 	addr, err := strconv.ParseUint(strings.TrimPrefix(ready.Get(t, key), "0x"), 16, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := func(a uint64, n int) uint64 {
-		b := make([]byte, 8)
-		if err := cb.ReadMemory(a, b[:n]); err != nil {
-			t.Fatal(err)
-		}
-		return binary.LittleEndian.Uint64(b)
-	}
-	word := read(addr, 4)
-	if word&1 != 0 {
-		t.Fatalf("%s at %#x holds %#x: a direct lock, not an indirect one", key, addr, word)
-	}
-	idx := word >> 1
-	tab, err := cb.SymbolAddr("__kmp_i_lock_table", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, _, err := cb.FieldLayout("kmp_indirect_lock_table_t", "table")
-	if err != nil {
-		t.Fatal(err)
-	}
-	size, err := cb.TypeSize("kmp_indirect_lock_t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lockOff, _, err := cb.FieldLayout("kmp_indirect_lock_t", "lock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const chunk = 1024
-	rows := read(tab+off, 8)
-	row := read(rows+8*(idx/chunk), 8)
-	return read(row+(idx%chunk)*size+lockOff, 8)
+	return addr
 }

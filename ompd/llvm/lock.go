@@ -40,7 +40,7 @@ import (
 //   - A test-and-set lock's poll word holds ((gtid+1) << 8) | tag and a
 //     futex lock's ((gtid+1) << 9 | waiters) << 8 | tag: direct locks always
 //     record the owner, but their waiters have no wait id that would lead
-//     here, so ompd-inspect does not read them.
+//     here; the lock is found from the waiter's call instead (userlock.go).
 
 // kmpLfCriticalSection is the flag of a critical section's lock
 // (kmp_lock_flags_t kmp_lf_critical_section).
@@ -65,6 +65,13 @@ type lockFacts struct {
 	// checks is KMP_CONSISTENCY_CHECK as the runtime shows it in its
 	// environment block: "all", "none" or "" when unknown.
 	checks string
+	// entries are the runtime's entry points that take a lock, by
+	// address; entryAddrs their addresses.
+	entries    map[ompd.Address]lockEntry
+	entryAddrs []ompd.Address
+	// iLockTable is the address of the table of indirect locks, 0 when
+	// the runtime's symbols do not give it.
+	iLockTable ompd.Address
 }
 
 func (as *AddressSpace) lockFacts() *lockFacts {
@@ -80,6 +87,7 @@ func (as *AddressSpace) lockFacts() *lockFacts {
 			atomic[addr] = true
 		}
 		f.atomic = atomic
+		f.lockEntryAddrs(as)
 		if vars, err := as.DisplayControlVars(); err == nil {
 			for _, v := range vars {
 				if val, ok := strings.CutPrefix(v, "KMP_CONSISTENCY_CHECK="); ok {
@@ -91,29 +99,39 @@ func (as *AddressSpace) lockFacts() *lockFacts {
 	return f
 }
 
-// BlockedOn says what the thread waits for when its OMPT state is a lock
-// wait (wait_lock, and wait_mutex, wait_critical and wait_atomic, which
-// libomp does not set today): the runtime's lock object (the wait id) with
-// its kind (lock, nest_lock, critical, atomic) and the thread that holds
-// it, or why that is not known. nil for every other state: a barrier,
-// taskwait, taskgroup, ordered or idle thread has no holder, and its state
-// alone says what internal/waits needs (it derives those waits from the
-// state, the same for every backend). nil too without state tracking: the
-// runtime then records no wait. Not an OMPD 5.1 call: the lock's layout
-// comes from TypeLayouts.
+// BlockedOn says what the thread waits for when it waits for a lock: its
+// kind (lock, nest_lock, critical, atomic), its object and the thread that
+// holds it, or why that is not known.
+//
+// With state tracking the thread waits for a lock when its OMPT state is a
+// lock wait (wait_lock, and wait_mutex, wait_critical and wait_atomic,
+// which libomp does not set today), and the wait id is the runtime's lock
+// object. Without it, or to name the user's object, the call by which the
+// thread entered the runtime (ompd.CallSiteReader: omp_set_lock,
+// omp_set_nest_lock, __kmpc_critical and the like) gives the user's lock
+// or critical section, which leads to the runtime's lock (userlock.go).
+//
+// nil for every other state: a barrier, taskwait, taskgroup, ordered or
+// idle thread has no holder, and its state alone says what
+// internal/waits needs (it derives those waits from the state, the same
+// for every backend). nil too for a thread that holds the lock it is in
+// the middle of taking. Not an OMPD 5.1 call: the lock's layout comes
+// from TypeLayouts.
 func (t *Thread) BlockedOn() (*ompd.Wait, error) {
-	if !t.as.StateTracking() {
-		return nil, nil
+	var w *ompd.Wait
+	if t.as.StateTracking() {
+		st, wid, err := t.State()
+		if err != nil {
+			return nil, err
+		}
+		switch st {
+		case ompd.StateWaitLock, ompd.StateWaitMutex, ompd.StateWaitCritical, ompd.StateWaitAtomic:
+			w = t.as.lockWait(st, wid)
+		default:
+			return nil, nil
+		}
 	}
-	st, wid, err := t.State()
-	if err != nil {
-		return nil, err
-	}
-	switch st {
-	case ompd.StateWaitLock, ompd.StateWaitMutex, ompd.StateWaitCritical, ompd.StateWaitAtomic:
-		return t.as.lockWait(st, wid), nil
-	}
-	return nil, nil
+	return t.userLockWait(w), nil
 }
 
 // queuingLock is what BlockedOn reads of a kmp_base_queuing_lock_t.
@@ -182,9 +200,22 @@ func (as *AddressSpace) lockWait(st ompd.State, wid uint64) *ompd.Wait {
 		w.HolderUnknown = fmt.Sprintf("the wait id %#x is not an initialized queuing lock (its first word is %#x, not its own address): its lock type and holder are not known", wid, q.initialized)
 		return w
 	}
+	as.queuingHolder(w, wid, q, false)
+	return w
+}
+
+// queuingHolder fills w's holder from the queuing lock q at addr, and its
+// kind from the lock's flags unless userCall says w's kind comes from the
+// user's call (omp_set_lock, __kmpc_critical and the like).
+// queuingHolder fills w's kind (from the lock's flags, unless the caller
+// knows it) and holder from the queuing lock q at addr.
+func (as *AddressSpace) queuingHolder(w *ompd.Wait, addr ompd.Address, q queuingLock, userCall bool) {
+	wid := addr
 	facts := as.lockFacts()
 	atomicUnknown := false
 	switch {
+	case userCall:
+		// The user's call says what it is.
 	case q.flags&kmpLfCriticalSection != 0:
 		w.What = ompd.WaitCritical
 	case q.depth >= 0:
@@ -205,14 +236,14 @@ func (as *AddressSpace) lockWait(st ompd.State, wid uint64) *ompd.Wait {
 		th, err := as.threadOfGTID(gtid)
 		if err != nil {
 			w.HolderUnknown = fmt.Sprintf("the lock at %#x names its owner gtid %d (owner_id %d): %v", wid, gtid, q.ownerID, err)
-			return w
+			return
 		}
 		w.Holder = th.pthreadID
-		return w
+		return
 	}
 	if q.headID == 0 {
 		w.HolderUnknown = fmt.Sprintf("the lock at %#x is free at this instant (released as the thread came to take it)", wid)
-		return w
+		return
 	}
 	switch {
 	case w.What == ompd.WaitAtomic:
@@ -231,12 +262,15 @@ func (as *AddressSpace) lockWait(st ompd.State, wid uint64) *ompd.Wait {
 			w.HolderUnknown += fmt.Sprintf("; the lock at %#x may also be one of libomp's locks of atomic constructs, whose addresses this runtime's symbols do not give", wid)
 		}
 	}
-	return w
+	return
 }
 
 func lockNoun(k ompd.WaitKind) string {
-	if k == ompd.WaitCritical {
+	switch k {
+	case ompd.WaitCritical:
 		return "critical section"
+	case ompd.WaitNestLock:
+		return "nestable lock"
 	}
 	return "simple lock"
 }
