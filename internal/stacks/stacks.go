@@ -817,9 +817,11 @@ func GroupKey(bt inspect.Backtrace) string {
 	return sb.String()
 }
 
-// indexModules loads, in parallel, the debug information of every module
-// that some frame's pc falls in: each module's index is built once, and
-// building several at a time is what makes the first backtrace fast.
+// indexModules opens, in parallel, the debug information of every module
+// that some frame's pc falls in (reading and decompressing its sections,
+// listing its compile units): the units the frames need are then indexed
+// on first lookup, and opening several modules at a time is what makes
+// the first backtrace fast.
 func indexModules[W any](walks []W, frames func(W) []unwind.Frame) {
 	seen := map[*elf.Image]bool{}
 	var images []*elf.Image
@@ -836,7 +838,7 @@ func indexModules[W any](walks []W, frames func(W) []unwind.Frame) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			im.DebugInfo() // builds the index; errors show when frames are named
+			im.PrepareDWARF() // problems show when frames are named
 		}()
 	}
 	wg.Wait()

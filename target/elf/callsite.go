@@ -136,7 +136,7 @@ func (w *walker) callSite(e *dwarf.Entry, cur scope) {
 	} else if a, ok := constantTarget(e, w.line.order); ok {
 		s.byAddr, s.target = true, a
 	}
-	if len(w.sites) >= maxCallSites {
+	if w.base.sites+len(w.sites) >= maxCallSites {
 		w.sitesIncomplete = true
 		w.sites = nil
 		w.errs = append(w.errs, fmt.Errorf("more than %d call sites (limit MaxCallSites)", maxCallSites))
@@ -387,7 +387,7 @@ func appendUnique(list []uint64, v uint64) []uint64 {
 // when the image's call sites could not all be indexed. Calls into other
 // images (through the PLT) are not followed.
 func (im *Image) TailCalls(returnPC, calleePC uint64) []TailCallFrame {
-	idx := im.loadDWARF()
+	idx := im.indexAt(returnPC - 1)
 	if idx == nil || idx.callsIncomplete {
 		return nil
 	}
@@ -395,11 +395,27 @@ func (im *Image) TailCalls(returnPC, calleePC uint64) []TailCallFrame {
 	if !ok || caller.status != targetResolved {
 		return nil
 	}
-	callee, ok := im.funcEntry(idx, calleePC)
+	callee, ok := im.funcEntry(im.indexAt(calleePC), calleePC)
 	if !ok || callee == caller.target {
 		return nil
 	}
-	chain := idx.tailChain(caller.target, callee)
+	// Each function's tail calls are in the index of the unit that
+	// holds it; an incomplete one could hide a chain.
+	incomplete := false
+	tailsFrom := func(fn uint64) []callSite {
+		fi := im.indexAt(fn)
+		if fi == nil {
+			return nil
+		}
+		if fi.callsIncomplete {
+			incomplete = true
+		}
+		return fi.tailsFrom(fn)
+	}
+	chain := tailChain(tailsFrom, caller.target, callee)
+	if incomplete {
+		return nil
+	}
 	if chain == nil {
 		return nil
 	}
@@ -437,8 +453,10 @@ func (idx *dwarfIndex) callAt(ret uint64) (callSite, bool) {
 // link-time address pc: the DW_TAG_subprogram's, else the function
 // symbol's.
 func (im *Image) funcEntry(idx *dwarfIndex, pc uint64) (uint64, bool) {
-	if i, ok := findSpan(idx.spans, pc); ok && i >= 0 && i < len(idx.funcs) {
-		return idx.funcs[i].entry, true
+	if idx != nil {
+		if i, ok := findSpan(idx.spans, pc); ok && i >= 0 && i < len(idx.funcs) {
+			return idx.funcs[i].entry, true
+		}
 	}
 	if s, ok := im.SymbolAt(pc); ok {
 		return s.Value, true
@@ -465,7 +483,7 @@ func (idx *dwarfIndex) tailsFrom(from uint64) []callSite {
 // It explores every function tail calls can reach from from, then keeps
 // those on some path to to. Among them a cycle means endless paths;
 // otherwise the paths are counted from to backwards.
-func (idx *dwarfIndex) tailChain(from, to uint64) []callSite {
+func tailChain(tailsFrom func(uint64) []callSite, from, to uint64) []callSite {
 	// Explore: every function reachable from from by tail calls, and
 	// its outgoing sites.
 	out := map[uint64][]callSite{}
@@ -475,7 +493,7 @@ func (idx *dwarfIndex) tailChain(from, to uint64) []callSite {
 	for len(queue) > 0 {
 		fn := queue[0]
 		queue = queue[1:]
-		ss := idx.tailsFrom(fn)
+		ss := tailsFrom(fn)
 		sites += len(ss)
 		if sites > maxTailSearchSites {
 			return nil

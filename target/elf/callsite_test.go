@@ -177,7 +177,7 @@ func TestTailCalls(t *testing.T) {
 			// resolved target: main's call of top names top's
 			// declaration (top is in tailcall2.c), which is resolved
 			// to top's definition.
-			idx := im.loadDWARF()
+			idx := im.wholeIndex()
 			if len(idx.tails) != 6 {
 				t.Errorf("%d tail call sites, want 6 (mid, amb_a, amb_b, amb twice, top): %+v", len(idx.tails), idx.tails)
 			}
@@ -208,7 +208,7 @@ func TestTailCallsClang(t *testing.T) {
 	if got := im.TailCalls(callTop, leaf.Value); got != nil {
 		t.Errorf("TailCalls(%#x, leaf_mark) = %+v, want none", callTop, got)
 	}
-	idx := im.loadDWARF()
+	idx := im.wholeIndex()
 	if len(idx.tails) == 0 {
 		t.Fatal("clang's DWARF has no tail call sites: the test checks nothing")
 	}
@@ -267,7 +267,7 @@ func TestTailChain(t *testing.T) {
 		}
 		sortTails(idx.tails)
 		var got []string
-		for _, s := range idx.tailChain(c.from, c.to) {
+		for _, s := range tailChain(idx.tailsFrom, c.from, c.to) {
 			got = append(got, fmt.Sprintf("%d>%d", s.from, s.target))
 		}
 		if g := strings.Join(got, " "); g != c.want {

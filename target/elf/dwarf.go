@@ -10,6 +10,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // dwarfIndex holds what is looked up by address in the DWARF of an image.
@@ -78,7 +80,7 @@ const maxOriginDepth = 8
 // LineAt returns the source file (the full path the line table records)
 // and line of the link-time address addr.
 func (im *Image) LineAt(addr uint64) (file string, line int, ok bool) {
-	idx := im.loadDWARF()
+	idx := im.indexAt(addr)
 	if idx == nil {
 		return "", 0, false
 	}
@@ -94,7 +96,7 @@ func (im *Image) LineAt(addr uint64) (file string, line int, ok bool) {
 // address addr: the DW_TAG_subprogram whose ranges contain it, or else
 // the function symbol (see SymbolAt).
 func (im *Image) FuncAt(addr uint64) (name string, ok bool) {
-	if idx := im.loadDWARF(); idx != nil {
+	if idx := im.indexAt(addr); idx != nil {
 		if i, ok := findSpan(idx.spans, addr); ok && idx.funcs[i].name != "" {
 			return idx.funcs[i].name, true
 		}
@@ -108,7 +110,7 @@ func (im *Image) FuncAt(addr uint64) (name string, ok bool) {
 // FuncDecl returns the declaration (DW_AT_decl_file, DW_AT_decl_line) of
 // the subprogram containing the link-time address addr.
 func (im *Image) FuncDecl(addr uint64) (file string, line int, ok bool) {
-	idx := im.loadDWARF()
+	idx := im.indexAt(addr)
 	if idx == nil {
 		return "", 0, false
 	}
@@ -123,14 +125,25 @@ func (im *Image) FuncDecl(addr uint64) (file string, line int, ok bool) {
 	return f.file, f.line, true
 }
 
-// DebugInfo loads the DWARF index if it is not loaded yet and reports the
-// file the DWARF came from: Path itself or a separate debug file. err
+// DebugInfo indexes the whole DWARF if it is not indexed yet and reports
+// the file the DWARF came from: Path itself or a separate debug file. err
 // tells why there is no DWARF, or what went wrong while indexing it (the
-// index then holds what was read before the problem).
+// index then holds what was read before the problem). Lookups do not need
+// it: they index only the compile unit that covers their address.
 func (im *Image) DebugInfo() (file string, err error) {
-	im.loadDWARF()
-	return im.dwFile, im.dwErr
+	dd := im.openDWARF()
+	if dd == nil {
+		return im.dwFile, im.dwErr
+	}
+	return im.dwFile, dd.indexAll()
 }
+
+// PrepareDWARF opens the image's DWARF (its separate debug file when the
+// image has none) and reads the address ranges of its compile units, so
+// that a lookup indexes only the unit it needs. Lookups do this on first
+// use; calling it ahead, for several images at once, overlaps the reading
+// and decompressing of their debug sections.
+func (im *Image) PrepareDWARF() { im.openDWARF() }
 
 // hasDWARF reports whether the file itself carries .debug_info.
 func (im *Image) hasDWARF() bool {
@@ -142,7 +155,9 @@ func (im *Image) hasDWARF() bool {
 	return false
 }
 
-func (im *Image) loadDWARF() *dwarfIndex {
+// openDWARF opens the DWARF once; nil when there is none (im.dwErr says
+// why).
+func (im *Image) openDWARF() *dwarfData {
 	im.dwOnce.Do(func() {
 		src := im
 		if !im.hasDWARF() {
@@ -158,16 +173,61 @@ func (im *Image) loadDWARF() *dwarfIndex {
 			src = sep
 		}
 		im.dwFile = src.Path
-		im.dw, im.dwErr = im.indexDWARF(src)
+		im.dw, im.dwErr = im.openUnits(src)
 	})
 	return im.dw
 }
 
-// indexDWARF reads the DWARF of src (the image itself or its separate
-// debug file) and indexes it. Addresses are checked against the image's
-// executable segments, to drop code the linker discarded (whose line
-// tables and ranges start at 0 or at a tombstone address).
-func (im *Image) indexDWARF(src *Image) (*dwarfIndex, error) {
+// dwarfData is an image's opened DWARF: the address ranges of its units,
+// and the index of each unit, built when a lookup first needs it.
+type dwarfData struct {
+	d        *dwarf.Data
+	path     string // the file the DWARF comes from
+	valid    func(uint64) bool
+	line     lineSection
+	infoSize uint64
+	sym      func(string) (uint64, bool)
+
+	units     []*unitIndex // in .debug_info order
+	spans     []span       // disjoint ranges of the units' code; ids index units
+	rangeless []int        // units with children but no ranges: searched when no span covers an address
+	openErr   error        // a problem met listing the units
+
+	// mu serializes the indexing of units: their budgets are shared.
+	mu        sync.Mutex
+	used      budget // what the units indexed so far hold
+	exhausted bool   // a limit tripped: no more units are indexed
+	errs      []error
+	files     map[int]unitFiles // line-table files of units, for entries read across units
+	rangeDone bool              // the rangeless units are indexed
+}
+
+// unitIndex is one unit and its index, nil until built.
+type unitIndex struct {
+	entry *dwarf.Entry
+	done  atomic.Bool
+	idx   *dwarfIndex
+}
+
+// unitFiles are a unit's line-table files and compilation directory.
+type unitFiles struct {
+	files   []*dwarf.LineFile
+	compDir string
+}
+
+// budget counts what indexed units hold, against the image's limits
+// (MaxLineRows, MaxSubprograms, MaxSubprogramRanges,
+// MaxInlinedSubroutines, MaxInlineRanges, maxCallSites).
+type budget struct {
+	rows, subs, ranges, inlines, inlRanges, sites int
+}
+
+// openUnits opens the DWARF of src (the image itself or its separate
+// debug file) and lists its units with their address ranges. Addresses
+// are checked against the image's executable segments, to drop code the
+// linker discarded (whose line tables and ranges start at 0 or at a
+// tombstone address).
+func (im *Image) openUnits(src *Image) (*dwarfData, error) {
 	for _, s := range src.ef.Sections {
 		if !strings.HasPrefix(s.Name, ".debug_") && !strings.HasPrefix(s.Name, ".zdebug_") {
 			continue
@@ -190,25 +250,118 @@ func (im *Image) indexDWARF(src *Image) (*dwarfIndex, error) {
 			hasExec = true
 		}
 	}
-	valid := func(addr uint64) bool {
-		if !hasExec {
-			return addr != 0
+	dd := &dwarfData{
+		d:        d,
+		path:     src.Path,
+		line:     src.debugLine(),
+		infoSize: src.debugInfoSize(),
+		files:    map[int]unitFiles{},
+		valid: func(addr uint64) bool {
+			if !hasExec {
+				return addr != 0
+			}
+			l, ok := im.loadAt(addr)
+			return ok && l.Flags&elf.PF_X != 0
+		},
+		sym: func(name string) (uint64, bool) {
+			s, ok := im.Symbol(name)
+			return s.Value, ok && s.Func
+		},
+	}
+	if err := guard(func() error { dd.openErr = dd.listUnits(); return nil }); err != nil {
+		dd.openErr = err
+	}
+	return dd, nil
+}
+
+// listUnits reads each unit's first entry and its ranges, skipping the
+// unit's other entries.
+func (dd *dwarfData) listUnits() error {
+	var ivs []interval
+	// What was listed before a problem is kept.
+	defer func() { dd.spans = flatten(ivs) }()
+	r := dd.d.Reader()
+	for n := uint64(0); ; n++ {
+		if n > dd.infoSize {
+			return errStuckEntries(dd.infoSize)
 		}
-		l, ok := im.loadAt(addr)
-		return ok && l.Flags&elf.PF_X != 0
+		e, err := r.Next()
+		if err != nil {
+			return fmt.Errorf("reading units: %w", err)
+		}
+		if e == nil {
+			break
+		}
+		if e.Tag != dwarf.TagCompileUnit && e.Tag != dwarf.TagPartialUnit {
+			r.SkipChildren()
+			continue
+		}
+		id := len(dd.units)
+		dd.units = append(dd.units, &unitIndex{entry: e})
+		covered := false
+		if rs, err := dd.d.Ranges(e); err == nil {
+			for _, rg := range rs {
+				if rg[0] < rg[1] && dd.valid(rg[0]) {
+					ivs = append(ivs, interval{lo: rg[0], hi: rg[1], id: id})
+					covered = true
+				}
+			}
+		}
+		if !covered && e.Children && e.Tag == dwarf.TagCompileUnit {
+			dd.rangeless = append(dd.rangeless, id)
+		}
+		r.SkipChildren()
+	}
+	return nil
+}
+
+// indexAt returns the index of the unit that covers the link-time address
+// addr, building it on first use; nil when no unit does (or the image has
+// no DWARF).
+func (im *Image) indexAt(addr uint64) *dwarfIndex {
+	dd := im.openDWARF()
+	if dd == nil {
+		return nil
+	}
+	if id, ok := findSpan(dd.spans, addr); ok {
+		if idx := dd.unit(id); idx != nil {
+			return idx
+		}
+	}
+	return dd.rangelessAt(addr)
+}
+
+// unit returns unit id's index, building it on first use.
+func (dd *dwarfData) unit(id int) *dwarfIndex {
+	u := dd.units[id]
+	if u.done.Load() {
+		return u.idx
+	}
+	dd.mu.Lock()
+	defer dd.mu.Unlock()
+	dd.build(id)
+	return u.idx
+}
+
+// build indexes unit id unless it is indexed; dd.mu is held.
+func (dd *dwarfData) build(id int) {
+	u := dd.units[id]
+	if u.done.Load() {
+		return
+	}
+	defer u.done.Store(true)
+	if dd.exhausted {
+		return
 	}
 	idx := &dwarfIndex{files: []string{""}}
-	var werr error
-	line := src.debugLine()
-	sym := func(name string) (uint64, bool) {
-		s, ok := im.Symbol(name)
-		return s.Value, ok && s.Func
-	}
-	if err := guard(func() error {
-		werr = idx.walk(d, valid, src.debugInfoSize(), line, sym)
+	var used budget
+	var err error
+	var stop bool
+	if perr := guard(func() error {
+		used, stop, err = idx.walk(dd, id)
 		return nil
-	}); err != nil {
-		werr = err
+	}); perr != nil {
+		err, stop = perr, true
 		idx.callsIncomplete = true
 	}
 	sort.SliceStable(idx.rows, func(i, j int) bool {
@@ -218,32 +371,104 @@ func (im *Image) indexDWARF(src *Image) (*dwarfIndex, error) {
 		}
 		return a.end && !b.end
 	})
-	if werr != nil {
-		return idx, fmt.Errorf("indexing DWARF of %s: %w", src.Path, werr)
+	u.idx = idx
+	dd.used.rows += used.rows
+	dd.used.subs += used.subs
+	dd.used.ranges += used.ranges
+	dd.used.inlines += used.inlines
+	dd.used.inlRanges += used.inlRanges
+	dd.used.sites += used.sites
+	if err != nil {
+		dd.errs = append(dd.errs, err)
 	}
-	return idx, nil
+	if stop {
+		dd.exhausted = true
+	}
 }
 
-// walk visits every entry once, reading each unit's line table and
-// recording subprograms, the inlined subroutines with code inside them
-// and their call sites. infoSize is the size of .debug_info, which bounds
-// the entries (see debugInfoSize); line is .debug_line, whose headers are
-// checked (see checkLineHeader); sym finds a function symbol of the image
-// by name, for call sites that name a function by a declaration.
-func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool, infoSize uint64, line lineSection, sym func(string) (uint64, bool)) error {
+// rangelessAt searches the units that list no ranges for addr.
+func (dd *dwarfData) rangelessAt(addr uint64) *dwarfIndex {
+	if len(dd.rangeless) == 0 {
+		return nil
+	}
+	for _, id := range dd.rangeless {
+		idx := dd.unit(id)
+		if idx == nil {
+			continue
+		}
+		if _, ok := findSpan(idx.spans, addr); ok {
+			return idx
+		}
+		if i := sort.Search(len(idx.rows), func(i int) bool { return idx.rows[i].addr > addr }) - 1; i >= 0 && !idx.rows[i].end {
+			return idx
+		}
+	}
+	return nil
+}
+
+// indexAll indexes every unit and returns the problems met.
+func (dd *dwarfData) indexAll() error {
+	dd.mu.Lock()
+	defer dd.mu.Unlock()
+	for id := range dd.units {
+		dd.build(id)
+	}
+	errs := dd.errs
+	if dd.openErr != nil {
+		errs = append([]error{dd.openErr}, errs...)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("indexing DWARF of %s: %w", dd.path, errors.Join(errs...))
+}
+
+// filesOf returns the line-table files of the unit that holds the entry
+// at off, for an entry read outside the walk of its unit; dd.mu is held.
+func (dd *dwarfData) filesOf(off dwarf.Offset) unitFiles {
+	i := sort.Search(len(dd.units), func(i int) bool { return dd.units[i].entry.Offset > off }) - 1
+	if i < 0 {
+		return unitFiles{}
+	}
+	if f, ok := dd.files[i]; ok {
+		return f
+	}
+	e := dd.units[i].entry
+	var f unitFiles
+	f.compDir, _ = e.Val(dwarf.AttrCompDir).(string)
+	if off, ok := e.Val(dwarf.AttrStmtList).(int64); !ok || off < 0 || checkLineHeader(dd.line.data, dd.line.order, uint64(off)) == nil {
+		if lr, err := dd.d.LineReader(e); err == nil && lr != nil {
+			f.files = lr.Files()
+		}
+	}
+	dd.files[i] = f
+	return f
+}
+
+// walk indexes the entries of unit id once, reading its line table and
+// recording its subprograms, the inlined subroutines with code inside
+// them and their call sites, and, for names and declarations, the
+// subprograms of other units its entries refer to (dwz's partial units,
+// LTO). It returns what the index holds against the image's limits, and
+// stop when a limit tripped (no more units are indexed then).
+func (idx *dwarfIndex) walk(dd *dwarfData, id int) (used budget, stop bool, err error) {
 	w := &walker{
-		d:          d,
-		line:       line,
-		valid:      valid,
+		d:          dd.d,
+		dd:         dd,
+		line:       dd.line,
+		valid:      dd.valid,
 		idx:        idx,
+		base:       dd.used,
 		fileIDs:    make(map[string]uint32),
 		subs:       make(map[dwarf.Offset]*subInfo),
 		inlOrigins: make(map[dwarf.Offset]dwarf.Offset),
 	}
-	r := d.Reader()
+	r := dd.d.Reader()
+	r.Seek(dd.units[id].entry.Offset)
+	depth := 0
 	for n := uint64(0); ; n++ {
-		if n > infoSize {
-			w.errs = append(w.errs, errStuckEntries(infoSize))
+		if n > dd.infoSize {
+			w.errs = append(w.errs, errStuckEntries(dd.infoSize))
 			w.sitesIncomplete = true
 			break
 		}
@@ -256,18 +481,30 @@ func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool, infoSize uin
 		if e == nil {
 			break
 		}
+		if n > 0 && depth <= 0 {
+			break // the next unit
+		}
 		if e.Tag == 0 {
 			w.pop()
+			depth--
+			if depth <= 0 {
+				break
+			}
 			continue
 		}
-		sc, stop := w.entry(e)
-		if stop {
+		sc, halt := w.entry(e)
+		if halt {
 			w.sitesIncomplete = true
+			stop = true
 			break
 		}
 		if e.Children {
 			w.push(sc)
+			depth++
 		}
+	}
+	if !stop {
+		w.importForeign()
 	}
 	idx.funcs = make([]funcInfo, len(w.concrete))
 	for i, off := range w.concrete {
@@ -282,8 +519,77 @@ func (idx *dwarfIndex) walk(d *dwarf.Data, valid func(uint64) bool, infoSize uin
 		}
 	}
 	idx.inlSpans = flatten(w.inlIvs)
-	w.finishCallSites(sym)
-	return errors.Join(w.errs...)
+	w.finishCallSites(dd.sym)
+	used = budget{rows: len(idx.rows), subs: len(w.subs), ranges: len(w.ivs), inlines: w.inlCount, inlRanges: len(w.inlIvs), sites: len(w.sites)}
+	if len(w.errs) > 0 {
+		err = errors.Join(w.errs...)
+	}
+	return used, stop, err
+}
+
+// importForeign reads the subprograms of other units that this unit's
+// entries refer to (abstract origins, specifications, call targets) and
+// their own origins, so that names and declarations resolve as if the
+// whole DWARF had been walked.
+func (w *walker) importForeign() {
+	var pending []dwarf.Offset
+	for _, s := range w.subs {
+		if s.hasOrigin {
+			pending = append(pending, s.origin)
+		}
+	}
+	for i := range w.idx.inl {
+		if n := &w.idx.inl[i]; n.hasOrigin {
+			pending = append(pending, n.origin)
+		}
+	}
+	for _, o := range w.inlOrigins {
+		pending = append(pending, o)
+	}
+	for _, s := range w.sites {
+		if s.byDIE {
+			pending = append(pending, dwarf.Offset(s.target))
+		}
+	}
+	tried := map[dwarf.Offset]bool{}
+	for depth := 0; depth <= maxOriginDepth && len(pending) > 0; depth++ {
+		var next []dwarf.Offset
+		for _, off := range pending {
+			if tried[off] || w.subs[off] != nil {
+				continue
+			}
+			if _, ok := w.inlOrigins[off]; ok {
+				continue
+			}
+			tried[off] = true
+			if w.base.subs+len(w.subs) >= MaxSubprograms {
+				return
+			}
+			s := w.foreign(off)
+			if s == nil {
+				continue
+			}
+			w.subs[off] = s
+			if s.hasOrigin {
+				next = append(next, s.origin)
+			}
+		}
+		pending = next
+	}
+}
+
+// foreign reads the subprogram entry at off, of another unit; nil when it
+// is no subprogram or cannot be read.
+func (w *walker) foreign(off dwarf.Offset) *subInfo {
+	r := w.d.Reader()
+	r.Seek(off)
+	e, err := r.Next()
+	if err != nil || e == nil || e.Offset != off || e.Tag != dwarf.TagSubprogram {
+		return nil
+	}
+	uf := w.dd.filesOf(off)
+	s := subInfoOf(e, uf.files, uf.compDir)
+	return &s
 }
 
 // debugInfoSize returns the (uncompressed) size of the image's
@@ -340,9 +646,12 @@ func errStuckEntries(infoSize uint64) error {
 // walker is the state of one walk over the entries of a DWARF image.
 type walker struct {
 	d     *dwarf.Data
+	dd    *dwarfData
 	line  lineSection
 	valid func(uint64) bool
 	idx   *dwarfIndex
+	// base is what the units indexed before hold, against the limits.
+	base budget
 
 	// fileIDs interns full file paths into idx.files; unitFiles maps
 	// the file entries of the current unit's line table to their ids.
@@ -497,28 +806,12 @@ func (w *walker) fileID(f *dwarf.LineFile) uint32 {
 // -1 when it has no code. ok is false when MaxSubprograms or
 // MaxSubprogramRanges is exceeded.
 func (w *walker) subprogram(e *dwarf.Entry) (id int32, ok bool) {
-	if len(w.subs) >= MaxSubprograms {
+	if w.base.subs+len(w.subs) >= MaxSubprograms {
 		w.errs = append(w.errs, fmt.Errorf("more than %d subprograms (limit MaxSubprograms)", MaxSubprograms))
 		return -1, false
 	}
-	s := &subInfo{fn: -1}
-	s.name, _ = e.Val(dwarf.AttrName).(string)
-	s.linkage, _ = e.Val(dwarf.AttrLinkageName).(string)
-	if s.linkage == "" {
-		s.linkage, _ = e.Val(attrMIPSLinkageName).(string)
-	}
-	s.external, _ = e.Val(dwarf.AttrExternal).(bool)
-	if i, ok := e.Val(dwarf.AttrDeclFile).(int64); ok && i >= 0 && i < int64(len(w.files)) && w.files[i] != nil {
-		s.file = fullPath(w.compDir, w.files[i].Name)
-	}
-	if l, ok := e.Val(dwarf.AttrDeclLine).(int64); ok && l > 0 && l <= 1<<31 {
-		s.line = int(l)
-	}
-	if o, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset); ok {
-		s.origin, s.hasOrigin = o, true
-	} else if o, ok := e.Val(dwarf.AttrSpecification).(dwarf.Offset); ok {
-		s.origin, s.hasOrigin = o, true
-	}
+	si := subInfoOf(e, w.files, w.compDir)
+	s := &si
 	w.subs[e.Offset] = s
 	rs, err := w.d.Ranges(e)
 	if err != nil {
@@ -529,7 +822,7 @@ func (w *walker) subprogram(e *dwarf.Entry) (id int32, ok bool) {
 		if rg[0] >= rg[1] || !w.valid(rg[0]) {
 			continue
 		}
-		if len(w.ivs) >= maxSubprogramRanges {
+		if w.base.ranges+len(w.ivs) >= maxSubprogramRanges {
 			w.errs = append(w.errs, fmt.Errorf("more than %d ranges of subprograms (limit MaxSubprogramRanges)", maxSubprogramRanges))
 			return -1, false
 		}
@@ -560,6 +853,30 @@ func (w *walker) subprogram(e *dwarf.Entry) (id int32, ok bool) {
 		}
 	}
 	return id, true
+}
+
+// subInfoOf reads what is recorded of a DW_TAG_subprogram; files and
+// compDir are those of its unit's line table.
+func subInfoOf(e *dwarf.Entry, files []*dwarf.LineFile, compDir string) subInfo {
+	s := subInfo{fn: -1}
+	s.name, _ = e.Val(dwarf.AttrName).(string)
+	s.linkage, _ = e.Val(dwarf.AttrLinkageName).(string)
+	if s.linkage == "" {
+		s.linkage, _ = e.Val(attrMIPSLinkageName).(string)
+	}
+	s.external, _ = e.Val(dwarf.AttrExternal).(bool)
+	if i, ok := e.Val(dwarf.AttrDeclFile).(int64); ok && i >= 0 && i < int64(len(files)) && files[i] != nil {
+		s.file = fullPath(compDir, files[i].Name)
+	}
+	if l, ok := e.Val(dwarf.AttrDeclLine).(int64); ok && l > 0 && l <= 1<<31 {
+		s.line = int(l)
+	}
+	if o, ok := e.Val(dwarf.AttrAbstractOrigin).(dwarf.Offset); ok {
+		s.origin, s.hasOrigin = o, true
+	} else if o, ok := e.Val(dwarf.AttrSpecification).(dwarf.Offset); ok {
+		s.origin, s.hasOrigin = o, true
+	}
+	return s
 }
 
 // resolveSub fills in a subprogram's missing name and declaration from
@@ -624,7 +941,7 @@ func (w *walker) addLines(lr *dwarf.LineReader) error {
 			}
 		}
 		seq = append(seq, row)
-		if len(idx.rows)+len(seq) > MaxLineRows {
+		if w.base.rows+len(idx.rows)+len(seq) > MaxLineRows {
 			return errTooManyRows
 		}
 		if le.EndSequence {

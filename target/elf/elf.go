@@ -95,7 +95,7 @@ type Image struct {
 	sepErr  error
 
 	dwOnce sync.Once
-	dw     *dwarfIndex
+	dw     *dwarfData
 	dwFile string
 	dwErr  error
 }

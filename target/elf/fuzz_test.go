@@ -177,7 +177,18 @@ func exerciseImage(t *testing.T, dir string, data []byte) {
 
 	im.DebugInfo()
 	im.DebugFile()
-	if idx := im.dw; idx != nil {
+	var units []*dwarfIndex
+	if dd := im.dw; dd != nil {
+		if len(dd.spans) > 0 {
+			add(dd.spans[0].lo, dd.spans[len(dd.spans)/2].lo, dd.spans[len(dd.spans)-1].hi-1)
+		}
+		for _, u := range dd.units {
+			if u.idx != nil {
+				units = append(units, u.idx)
+			}
+		}
+	}
+	for _, idx := range units {
 		for _, spans := range [][]span{idx.spans, idx.inlSpans} {
 			if len(spans) > 0 {
 				add(spans[0].lo, spans[len(spans)/2].lo, spans[len(spans)-1].hi-1)
@@ -600,7 +611,7 @@ func TestSubprogramRangesBounded(t *testing.T) {
 	if want := "more than 1000 ranges of subprograms (limit MaxSubprogramRanges)"; derr == nil || !strings.Contains(derr.Error(), want) {
 		t.Errorf("DebugInfo: %v, want it to say %q", derr, want)
 	}
-	if n := len(im.dw.funcs); n != 20 {
+	if n := len(im.wholeIndex().funcs); n != 20 {
 		t.Errorf("%d subprograms indexed, want the 20 before the limit", n)
 	}
 	main, ok := im.Symbol("main")

@@ -70,7 +70,7 @@ func (im *Image) FramesAt(addr uint64) []SourceFrame {
 		return nil
 	}
 	var frames []SourceFrame
-	if idx := im.loadDWARF(); idx != nil {
+	if idx := im.indexAt(addr); idx != nil {
 		chain := idx.inlineChain(addr)
 		frames = make([]SourceFrame, 0, len(chain)+1)
 		for _, n := range chain {
@@ -112,7 +112,7 @@ func (w *walker) inlined(e *dwarf.Entry, cur scope) int32 {
 		return noInline
 	}
 	w.inlCount++
-	if w.inlCount > MaxInlinedSubroutines {
+	if w.base.inlines+w.inlCount > MaxInlinedSubroutines {
 		w.stopInlines(fmt.Errorf("more than %d inlined subroutines (limit MaxInlinedSubroutines)", MaxInlinedSubroutines))
 		return noInline
 	}
@@ -149,7 +149,7 @@ func (w *walker) inlined(e *dwarf.Entry, cur scope) int32 {
 		if rg[0] >= rg[1] || !w.valid(rg[0]) {
 			continue
 		}
-		if len(w.inlIvs) >= MaxInlineRanges {
+		if w.base.inlRanges+len(w.inlIvs) >= MaxInlineRanges {
 			w.inlIvs = w.inlIvs[:start]
 			w.stopInlines(fmt.Errorf("more than %d ranges of inlined subroutines (limit MaxInlineRanges)", MaxInlineRanges))
 			return noInline
