@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -239,7 +240,7 @@ func (im *Image) openUnits(src *Image) (*dwarfData, error) {
 	var d *dwarf.Data
 	if err := guard(func() error {
 		var err error
-		d, err = src.ef.DWARF()
+		d, err = loadDWARFData(src.ef)
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("reading DWARF of %s: %w", src.Path, err)
@@ -272,6 +273,65 @@ func (im *Image) openUnits(src *Image) (*dwarfData, error) {
 		dd.openErr = err
 	}
 	return dd, nil
+}
+
+// dwarfSections are the debug sections lookups read, by name after
+// ".debug_" (or ".zdebug_"): entries, their abbreviations and strings,
+// line tables and address ranges, and DWARF 5's tables of addresses,
+// strings and ranges (type units for types). Location lists, frame
+// tables, name and macro tables are not read: decompressing them was
+// most of the time spent opening a large debug file.
+var dwarfSections = []string{"abbrev", "info", "str", "line", "ranges", "addr", "line_str", "rnglists", "str_offsets", "types"}
+
+// loadDWARFData reads the debug sections lookups need (dwarfSections)
+// of ef, decompressed. A relocatable file's sections need relocations
+// applied: debug/elf's DWARF does that, reading every section.
+func loadDWARFData(ef *elf.File) (*dwarf.Data, error) {
+	if ef.Type == elf.ET_REL {
+		return ef.DWARF()
+	}
+	dat := map[string][]byte{}
+	var types [][]byte
+	for _, s := range ef.Sections {
+		name, ok := strings.CutPrefix(s.Name, ".debug_")
+		if !ok {
+			if name, ok = strings.CutPrefix(s.Name, ".zdebug_"); !ok {
+				continue
+			}
+		}
+		if !slices.Contains(dwarfSections, name) || s.Type == elf.SHT_NOBITS {
+			continue
+		}
+		if _, seen := dat[name]; seen && name != "types" {
+			continue
+		}
+		b, err := s.Data()
+		if err != nil && uint64(len(b)) < s.Size {
+			return nil, fmt.Errorf("section %s: %w", s.Name, err)
+		}
+		if name == "types" {
+			types = append(types, b)
+			continue
+		}
+		dat[name] = b
+	}
+	d, err := dwarf.New(dat["abbrev"], nil, nil, dat["info"], dat["line"], nil, dat["ranges"], dat["str"])
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"addr", "line_str", "rnglists", "str_offsets"} {
+		if b, ok := dat[name]; ok {
+			if err := d.AddSection(".debug_"+name, b); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for i, b := range types {
+		if err := d.AddTypes(fmt.Sprintf("types-%d", i), b); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 // listUnits reads each unit's first entry and its ranges, skipping the

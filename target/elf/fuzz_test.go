@@ -299,6 +299,7 @@ func exerciseTypes(im *Image) {
 	if err != nil {
 		return
 	}
+	ti.Size("no such type") // reads every unit
 	var names []string
 	for n := range ti.names {
 		names = append(names, n)
@@ -659,12 +660,15 @@ func TestDWARFStuckReader(t *testing.T) {
 	}
 
 	before := fuzzlimit.HeapAllocs()
-	_, terr := NewTypeIndex(im)
-	if terr == nil || !strings.Contains(terr.Error(), want) {
-		t.Errorf("NewTypeIndex: %v, want it to say %q", terr, want)
+	ti, terr := NewTypeIndex(im)
+	if terr != nil {
+		t.Fatalf("NewTypeIndex: %v", terr)
+	}
+	if _, terr := ti.Size("no_such_type"); terr == nil || !strings.Contains(terr.Error(), want) {
+		t.Errorf("Size of a type not met before the stuck entry: %v, want it to say %q", terr, want)
 	}
 	if got := fuzzlimit.HeapAllocs() - before; got > 16<<20 {
-		t.Errorf("NewTypeIndex allocated %d bytes", got)
+		t.Errorf("the type lookup allocated %d bytes", got)
 	}
 }
 

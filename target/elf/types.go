@@ -11,45 +11,58 @@ import (
 // DWARF, to learn field offsets and sizes of a library's data structures
 // from its own debug information.
 type TypeIndex struct {
-	path  string
-	d     *dwarf.Data
-	names map[string]dwarf.Offset
+	path string
+	d    *dwarf.Data
+
 	mu    sync.Mutex
 	cache map[string]dwarf.Type
+	// names maps each type name met so far to its first definition;
+	// units are the units to read, next the first not read yet.
+	names    map[string]dwarf.Offset
+	units    []dwarf.Offset
+	next     int
+	entries  uint64 // entries read so far
+	infoSize uint64
+	scanErr  error // what stopped the reading of units
 }
 
-// MaxTypeEntries bounds how many DWARF entries NewTypeIndex reads.
+// MaxTypeEntries bounds how many DWARF entries a TypeIndex reads.
 const MaxTypeEntries = 50_000_000
 
-// NewTypeIndex indexes the named types of the image's DWARF (its own, or
-// its separate debug file's). It reads every top-level entry once.
+// NewTypeIndex returns the type index of the image's DWARF (its own, or
+// its separate debug file's), which it shares with the image's lookups.
+// A name is looked up by reading the top-level entries of one unit after
+// the other, in order, until one defines it: the first definition is
+// found, and a lookup reads no further than it needs.
 func NewTypeIndex(im *Image) (*TypeIndex, error) {
-	src := im
-	if !im.hasDWARF() {
-		sep, err := im.separate()
-		if err != nil || !sep.hasDWARF() {
-			return nil, fmt.Errorf("%s has no DWARF type information", im.Path)
-		}
-		src = sep
+	dd := im.openDWARF()
+	if dd == nil {
+		return nil, fmt.Errorf("%s has no DWARF type information", im.Path)
 	}
-	var d *dwarf.Data
-	if err := guard(func() error {
-		var err error
-		d, err = src.ef.DWARF()
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("reading DWARF of %s: %w", src.Path, err)
+	ti := &TypeIndex{path: dd.path, d: dd.d, names: make(map[string]dwarf.Offset), cache: make(map[string]dwarf.Type), infoSize: dd.infoSize}
+	for _, u := range dd.units {
+		ti.units = append(ti.units, u.entry.Offset)
 	}
-	ti := &TypeIndex{path: src.Path, d: d, names: make(map[string]dwarf.Offset), cache: make(map[string]dwarf.Type)}
-	infoSize := src.debugInfoSize()
+	if dd.openErr != nil && len(ti.units) == 0 {
+		return nil, fmt.Errorf("indexing DWARF types of %s: %w", dd.path, dd.openErr)
+	}
+	return ti, nil
+}
+
+// scanUnit reads the top-level entries of the next unit; ti.mu is held.
+func (ti *TypeIndex) scanUnit() {
+	off := ti.units[ti.next]
+	ti.next++
 	err := guard(func() error {
-		r := d.Reader()
-		for n := 0; ; n++ {
-			if n > MaxTypeEntries {
+		r := ti.d.Reader()
+		r.Seek(off)
+		for first := true; ; first = false {
+			ti.entries++
+			if ti.entries > MaxTypeEntries {
 				return fmt.Errorf("more than %d DWARF entries (limit MaxTypeEntries)", MaxTypeEntries)
 			}
-			if uint64(n) > infoSize {
-				return errStuckEntries(infoSize)
+			if ti.entries > ti.infoSize {
+				return errStuckEntries(ti.infoSize)
 			}
 			e, err := r.Next()
 			if err != nil {
@@ -60,7 +73,15 @@ func NewTypeIndex(im *Image) (*TypeIndex, error) {
 			}
 			switch e.Tag {
 			case dwarf.TagCompileUnit, dwarf.TagPartialUnit:
+				if !first {
+					return nil // the next unit
+				}
 				continue // descend into the unit's children
+			case 0:
+				// The end of the unit's children: what follows is the
+				// next unit, or the end (a reader stuck on a cut-off
+				// entry returns null entries until the bound).
+				continue
 			case dwarf.TagTypedef, dwarf.TagStructType, dwarf.TagUnionType:
 				if decl, _ := e.Val(dwarf.AttrDeclaration).(bool); !decl {
 					if name, ok := e.Val(dwarf.AttrName).(string); ok {
@@ -76,9 +97,8 @@ func NewTypeIndex(im *Image) (*TypeIndex, error) {
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("indexing DWARF types of %s: %w", src.Path, err)
+		ti.scanErr = fmt.Errorf("indexing DWARF types of %s: %w", ti.path, err)
 	}
-	return ti, nil
 }
 
 func (ti *TypeIndex) typ(name string) (dwarf.Type, error) {
@@ -108,7 +128,14 @@ func (ti *TypeIndex) typLocked(name string) (dwarf.Type, error) {
 		return t, nil
 	}
 	off, ok := ti.names[name]
+	for !ok && ti.scanErr == nil && ti.next < len(ti.units) {
+		ti.scanUnit()
+		off, ok = ti.names[name]
+	}
 	if !ok {
+		if ti.scanErr != nil {
+			return nil, fmt.Errorf("type %s: %w", name, ti.scanErr)
+		}
 		return nil, fmt.Errorf("type %s is not in the DWARF of %s", name, ti.path)
 	}
 	var t dwarf.Type
