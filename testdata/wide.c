@@ -1,7 +1,8 @@
 /*
- * wide.c: 256 OpenMP threads, for benchmarks (backtraces of every thread).
+ * wide.c: many OpenMP threads, for benchmarks (backtraces of every thread).
  *
- * One team of WIDE threads (LINE:parallel). Threads 1..WIDE-1 wait in the
+ * One team of WIDE threads (LINE:parallel): 256, or the environment's
+ * FX_WIDE (2 to MAX_WIDE). Threads 1..WIDE-1 wait in the
  * explicit barrier at LINE:barrier; thread 0 (the initial thread) waits
  * until they are all there, prints READY (aborts in abort mode,
  * LINE:abort), then spins at LINE:spin, never reaching the barrier.
@@ -12,12 +13,19 @@
 
 #include "fixture.h"
 
-enum { WIDE = 256 };
+enum { MAX_WIDE = 1024 };
 
-static struct fx_slot slot[WIDE];
+static struct fx_slot slot[MAX_WIDE];
 
 int main(int argc, char **argv) {
   fx_init(argc, argv);
+  int WIDE = 256;
+  const char *env = getenv("FX_WIDE");
+  if (env != NULL) {
+    WIDE = atoi(env);
+    if (WIDE < 2 || WIDE > MAX_WIDE)
+      fx_fail("FX_WIDE=%s: want 2 to %d", env, MAX_WIDE);
+  }
 #pragma omp parallel num_threads(WIDE) /* LINE:parallel */
   {
     int me = omp_get_thread_num();
@@ -28,7 +36,7 @@ int main(int argc, char **argv) {
 #pragma omp barrier /* LINE:barrier */
       fx_fail("the barrier completed");
     }
-    struct fx_slot *others[WIDE - 1];
+    struct fx_slot *others[MAX_WIDE - 1];
     for (int i = 1; i < WIDE; i++)
       others[i - 1] = &slot[i];
     fx_settle(others, WIDE - 1);

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ompd-inspect/ompd-inspect/target/debuginfod"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
+	"github.com/ompd-inspect/ompd-inspect/target/sectioncache"
 )
 
 // debugDirHelp describes --debug-dir.
@@ -30,7 +31,7 @@ func addDebugDirFlag(c *cobra.Command, dirs *[]string) {
 // client warns about goes to stderr.
 func imageOptions(dirs []string, stderr io.Writer) elf.OpenOptions {
 	client := debuginfodClient(stderr)
-	opts := elf.OpenOptions{DebugDirs: dirs}
+	opts := elf.OpenOptions{DebugDirs: dirs, Sections: sectionCache(stderr)}
 	if client != nil {
 		opts.Fetch = client.Fetcher(context.Background())
 	}
@@ -45,12 +46,39 @@ func imageOptions(dirs []string, stderr io.Writer) elf.OpenOptions {
 // debug file from a server only on a later run.
 func liveImageOptions(dirs []string, stderr io.Writer) (opts elf.OpenOptions, prefetch func(pid int)) {
 	client := debuginfodClient(stderr)
-	opts = elf.OpenOptions{DebugDirs: dirs}
+	opts = elf.OpenOptions{DebugDirs: dirs, Sections: sectionCache(stderr)}
 	if client == nil || !client.Enabled() {
 		return opts, func(int) {}
 	}
 	opts.Fetch = client.CachedFetcher()
 	return opts, func(pid int) { prefetchDebugFiles(pid, dirs, client) }
+}
+
+// sectionCacheEnv names the section cache's directory, or "off".
+const sectionCacheEnv = "OMPD_INSPECT_SECTION_CACHE"
+
+// sectionCache opens the cache of decompressed debug sections:
+// OMPD_INSPECT_SECTION_CACHE's directory, else the default one
+// ($XDG_CACHE_HOME/ompd-inspect/sections, ~/.cache/ompd-inspect/sections);
+// none when that variable is "off" or no home directory is known. A
+// directory that is not private to the user is not used, with a warning.
+func sectionCache(stderr io.Writer) elf.SectionCache {
+	dir := os.Getenv(sectionCacheEnv)
+	switch {
+	case dir == "off":
+		return nil
+	case dir == "":
+		var err error
+		if dir, err = sectioncache.DefaultDir(); err != nil {
+			return nil
+		}
+	}
+	c, err := sectioncache.Open(dir, 0)
+	if err != nil {
+		fmt.Fprintf(stderr, "ompd-inspect: warning: %v\n", err)
+		return nil
+	}
+	return c
 }
 
 // debuginfodClient returns the client DEBUGINFOD_URLS describes (nil or

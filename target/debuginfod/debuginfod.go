@@ -42,6 +42,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ompd-inspect/ompd-inspect/target/privdir"
 )
 
 // Limits. DEBUGINFOD_TIMEOUT, DEBUGINFOD_MAXTIME and DEBUGINFOD_MAXSIZE can
@@ -89,7 +91,7 @@ var (
 	ErrMismatch = errors.New("not the debug file asked for")
 	// ErrUnsafeCache: the cache directory or an entry in it is refused
 	// (owned by someone else, writable by others, a symbolic link).
-	ErrUnsafeCache = errors.New("unsafe cache")
+	ErrUnsafeCache = privdir.ErrUnsafe
 )
 
 // Client fetches debug files. Its exported fields may be set before the

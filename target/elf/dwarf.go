@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/ompd-inspect/ompd-inspect/target/sectioncache"
 )
 
 // dwarfIndex holds what is looked up by address in the DWARF of an image.
@@ -240,7 +242,7 @@ func (im *Image) openUnits(src *Image) (*dwarfData, error) {
 	var d *dwarf.Data
 	if err := guard(func() error {
 		var err error
-		d, err = loadDWARFData(src.ef)
+		d, err = loadDWARFData(src, im.sections)
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("reading DWARF of %s: %w", src.Path, err)
@@ -284,9 +286,12 @@ func (im *Image) openUnits(src *Image) (*dwarfData, error) {
 var dwarfSections = []string{"abbrev", "info", "str", "line", "ranges", "addr", "line_str", "rnglists", "str_offsets", "types"}
 
 // loadDWARFData reads the debug sections lookups need (dwarfSections)
-// of ef, decompressed. A relocatable file's sections need relocations
-// applied: debug/elf's DWARF does that, reading every section.
-func loadDWARFData(ef *elf.File) (*dwarf.Data, error) {
+// of src, decompressed: a compressed section from cache when it holds it
+// (it is stored there after it is inflated). A relocatable file's sections
+// need relocations applied: debug/elf's DWARF does that, reading every
+// section.
+func loadDWARFData(src *Image, cache SectionCache) (*dwarf.Data, error) {
+	ef := src.ef
 	if ef.Type == elf.ET_REL {
 		return ef.DWARF()
 	}
@@ -305,9 +310,9 @@ func loadDWARFData(ef *elf.File) (*dwarf.Data, error) {
 		if _, seen := dat[name]; seen && name != "types" {
 			continue
 		}
-		b, err := s.Data()
-		if err != nil && uint64(len(b)) < s.Size {
-			return nil, fmt.Errorf("section %s: %w", s.Name, err)
+		b, err := src.sectionData(s, cache)
+		if err != nil {
+			return nil, err
 		}
 		if name == "types" {
 			types = append(types, b)
@@ -332,6 +337,28 @@ func loadDWARFData(ef *elf.File) (*dwarf.Data, error) {
 		}
 	}
 	return d, nil
+}
+
+// sectionData returns section s of the image decompressed, through cache
+// when s is compressed and the image has a build-id to key it by.
+func (im *Image) sectionData(s *elf.Section, cache SectionCache) ([]byte, error) {
+	compressed := s.Flags&elf.SHF_COMPRESSED != 0 || strings.HasPrefix(s.Name, ".zdebug_")
+	var key sectioncache.Key
+	useCache := compressed && cache != nil && im.buildID != ""
+	if useCache {
+		key = sectioncache.Key{BuildID: im.buildID, Section: s.Name, FileSize: im.size, FileModTime: im.mtime, Offset: s.Offset, Size: s.FileSize}
+		if b := cache.Get(key, s.Size); b != nil {
+			return b, nil
+		}
+	}
+	b, err := s.Data()
+	if err != nil && uint64(len(b)) < s.Size {
+		return nil, fmt.Errorf("section %s: %w", s.Name, err)
+	}
+	if useCache && uint64(len(b)) == s.Size {
+		cache.Put(key, b) // a cache that cannot be written only costs time
+	}
+	return b, nil
 }
 
 // listUnits reads each unit's first entry and its ranges, skipping the

@@ -68,6 +68,7 @@ type Image struct {
 	file    *os.File
 	ef      *elf.File
 	size    int64
+	mtime   int64  // modification time, Unix nanoseconds
 	loads   []Load // PT_LOAD segments sorted by Vaddr
 	tls     TLS
 	hasTLS  bool
@@ -93,6 +94,10 @@ type Image struct {
 	sepOnce sync.Once
 	sep     *Image
 	sepErr  error
+
+	// sections keeps decompressed debug sections across runs; nil for
+	// none (OpenOptions.Sections).
+	sections SectionCache
 
 	dwOnce sync.Once
 	dw     *dwarfData
@@ -172,7 +177,7 @@ func open(path string, debugRoots []string) (im *Image, err error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("opening ELF file %s: not a regular file", path)
 	}
-	im = &Image{Path: path, file: f, size: st.Size(), debugRoots: debugRoots}
+	im = &Image{Path: path, file: f, size: st.Size(), mtime: st.ModTime().UnixNano(), debugRoots: debugRoots}
 	if err := guard(func() error {
 		ef, err := elf.NewFile(f)
 		if err != nil {

@@ -2,10 +2,14 @@ package elf
 
 import (
 	"debug/dwarf"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/target/sectioncache"
 )
 
 // wholeIndex indexes every unit of im and returns one index holding what
@@ -76,5 +80,64 @@ func TestLookupIndexesOneUnit(t *testing.T) {
 	i := sort.Search(len(whole.rows), func(i int) bool { return whole.rows[i].addr > top.Value }) - 1
 	if i < 0 || int(whole.rows[i].line) != line {
 		t.Errorf("the whole index's line at top is not %d", line)
+	}
+}
+
+// countingCache counts a SectionCache's hits and stores.
+type countingCache struct {
+	c          *sectioncache.Cache
+	hits, puts []string
+}
+
+func (cc *countingCache) Get(k sectioncache.Key, size uint64) []byte {
+	b := cc.c.Get(k, size)
+	if b != nil {
+		cc.hits = append(cc.hits, k.Section)
+	}
+	return b
+}
+
+func (cc *countingCache) Put(k sectioncache.Key, data []byte) error {
+	cc.puts = append(cc.puts, k.Section)
+	return cc.c.Put(k, data)
+}
+
+// TestSectionCache: the compressed debug sections of a program built with
+// -gz are stored in the cache when first inflated, and read from it by
+// the next image of the same file, which answers the same.
+func TestSectionCache(t *testing.T) {
+	dir := t.TempDir()
+	prog := compile(t, "gcc", dir, "prog", "-gz=zlib")
+	c, err := sectioncache.Open(filepath.Join(dir, "cache"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lookups := func(cc *countingCache) string {
+		im, err := OpenWith(prog, OpenOptions{Sections: cc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer im.Close()
+		main := mustSym(t, im, "main")
+		fn, _ := im.FuncAt(main.Value)
+		file, line, _ := im.LineAt(main.Value)
+		if _, err := im.DebugInfo(); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%s %s:%d", fn, file, line)
+	}
+	first := &countingCache{c: c}
+	want := lookups(first)
+	slices.Sort(first.puts)
+	if !slices.Contains(first.puts, ".debug_info") || !slices.Contains(first.puts, ".debug_abbrev") || len(first.hits) != 0 {
+		t.Fatalf("first run: stored %v, read %v; want the compressed sections (.debug_info, .debug_abbrev...) stored", first.puts, first.hits)
+	}
+	second := &countingCache{c: c}
+	if got := lookups(second); got != want || !strings.HasPrefix(got, "main ") {
+		t.Errorf("second run: %q, first %q", got, want)
+	}
+	slices.Sort(second.hits)
+	if !slices.Equal(second.hits, first.puts) || len(second.puts) != 0 {
+		t.Errorf("second run: read %v, stored %v; want every section read: %v", second.hits, second.puts, first.puts)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/ompd-inspect/ompd-inspect/target/sectioncache"
 )
 
 // systemDebugDir is the global debug directory searched for every image
@@ -31,6 +33,22 @@ type OpenOptions struct {
 	// once per image, from whichever goroutine first needs the debug
 	// file.
 	Fetch func(buildID string) (string, error)
+
+	// Sections, when not nil, keeps the decompressed debug sections of
+	// the image (or of its separate debug file) across runs: a section
+	// stored for the same build-id and file is read from it instead of
+	// being inflated again (sectioncache.Cache).
+	Sections SectionCache
+}
+
+// SectionCache keeps decompressed sections across runs; see
+// sectioncache.Cache, which implements it.
+type SectionCache interface {
+	// Get returns the section k names, of decompressed size size, or
+	// nil when it holds none that matches.
+	Get(k sectioncache.Key, size uint64) []byte
+	// Put stores a section's decompressed data.
+	Put(k sectioncache.Key, data []byte) error
 }
 
 // OpenWith opens the ELF file at path, as Open does, and looks for its
@@ -53,6 +71,7 @@ func OpenWith(path string, opts OpenOptions) (*Image, error) {
 	}
 	im.debugDirs = dirs
 	im.fetch = opts.Fetch
+	im.sections = opts.Sections
 	return im, nil
 }
 

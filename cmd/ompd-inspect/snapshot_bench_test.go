@@ -1,0 +1,115 @@
+package main
+
+import (
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
+)
+
+// statsLine is the line --stats prints: the stopped time and peak RSS.
+var statsLine = regexp.MustCompile(`stopped ([0-9.]+) ms .*peak RSS ([0-9.]+) MiB`)
+
+// BenchmarkSnapshot measures issue 15's goals side by side on one process
+// (testdata/wide.c: one team, all but one thread in a barrier), each tool
+// run as a separate process from start to exit:
+//
+//   - 4 threads: `ompd-inspect attach PID` (the summary) against gdb's
+//     `thread apply all bt`;
+//   - 1024 threads: `ompd-inspect attach PID all --json` (every section and
+//     every backtrace) against gdb with LLVM's OMPD plugin doing `ompd
+//     init`, `ompd threads`, `ompd icvs`, `ompd parallel` and `thread apply
+//     all bt`;
+//   - the floor: stopping and resuming every thread with nothing read
+//     (ptrace.Attach and Close, in this process).
+//
+// ompd-inspect's runs also report, from --stats, the time the target was
+// stopped (stopped-ms/op) and the peak RSS (peak-MiB). Each runs on the
+// OMPD build (OMP_DEBUG=enabled) and on Debian's stripped libomp 19 (its
+// knowledge recovered from its code). Figures: docs/benchmarks.md.
+//
+//	go test -run '^$' -bench Snapshot -benchtime 3x ./cmd/ompd-inspect
+func BenchmarkSnapshot(b *testing.B) {
+	cliPath := builtCLI(b)
+	for _, c := range []struct {
+		name    string
+		threads int
+		stock   bool
+	}{
+		{"ompd/4", 4, false},
+		{"ompd/1024", 1024, false},
+		{"stock19/4", 4, true},
+		{"stock19/1024", 1024, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			opts := fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled", "FX_WIDE=" + strconv.Itoa(c.threads)}}
+			if c.stock {
+				opts.Stripped, opts.Runtime = true, fixture.StockLibomp(19)
+			}
+			p := fixture.Start(b, "wide", opts)
+			pid := strconv.Itoa(p.PID)
+			view, gdbArgs := []string{"attach", pid}, []string{"-batch", "-nx", "-p", pid}
+			if c.threads > 4 {
+				view = append(view, "all", "--json")
+				gdbArgs = append(gdbArgs, "-ex", "source "+pluginDir+"/__init__.py",
+					"-ex", "ompd init", "-ex", "ompd threads", "-ex", "ompd icvs", "-ex", "ompd parallel")
+			}
+			gdbArgs = append(gdbArgs, "-ex", "thread apply all bt")
+			b.Run("ompd-inspect", func(b *testing.B) {
+				var stopped, rss float64
+				for b.Loop() {
+					cmd := exec.Command(cliPath, append(view, "--stats")...)
+					var stderr strings.Builder
+					cmd.Stderr = &stderr
+					if err := cmd.Run(); err != nil {
+						b.Fatalf("ompd-inspect: %v\n%s", err, stderr.String())
+					}
+					m := statsLine.FindStringSubmatch(stderr.String())
+					if m == nil {
+						b.Fatalf("no stats line in %q", stderr.String())
+					}
+					s, _ := strconv.ParseFloat(m[1], 64)
+					r, _ := strconv.ParseFloat(m[2], 64)
+					stopped += s
+					rss = max(rss, r)
+				}
+				b.ReportMetric(stopped/float64(b.N), "stopped-ms/op")
+				b.ReportMetric(rss, "peak-MiB")
+			})
+			b.Run("gdb", func(b *testing.B) {
+				for b.Loop() {
+					out, err := exec.Command("gdb", gdbArgs...).CombinedOutput()
+					if err != nil || strings.Count(string(out), "\nThread ") < c.threads {
+						b.Fatalf("gdb: %v (%d threads shown)\n%s", err, strings.Count(string(out), "\nThread "), tail(string(out), 2000))
+					}
+				}
+			})
+			b.Run("floor", func(b *testing.B) {
+				for b.Loop() {
+					proc, err := ptrace.Attach(p.PID, ptrace.Options{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := proc.Close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			if stopped := p.StoppedThreads(b); len(stopped) != 0 {
+				b.Fatalf("threads %v left stopped", stopped)
+			}
+		})
+	}
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
