@@ -22,9 +22,12 @@ type blockedCase struct {
 	// the process runs with KMP_CONSISTENCY_CHECK=all, or with a direct
 	// lock kind (KMP_LOCK_KIND=futex), whose lock word names its owner.
 	checks bool
-	// noStates: the process runs without OMP_DEBUG=enabled: the waits
-	// come from the threads' calls into the runtime.
+	// noStates: the process runs without OMP_DEBUG=enabled.
 	noStates bool
+	// fromCall: the lock waits come from the threads' calls into the
+	// runtime: without state tracking, or with a lock kind whose waiters
+	// set no state (all but the queuing lock).
+	fromCall bool
 	// symbols: the runtime's symbols give the locks of atomic constructs
 	// (the OMPD build); a stripped runtime's do not.
 	symbols bool
@@ -33,8 +36,8 @@ type blockedCase struct {
 // TestBlockedOnDeadlock: deadlock.c on the OMPD build and on Debian's
 // stripped libomp 13 to 19 (type layouts from their release tables), with
 // KMP_CONSISTENCY_CHECK=all and (OMPD build, libomp 19) without, with
-// state tracking and (OMPD build, libomp 19) without it, with queuing and
-// with futex locks, live and from a gcore core: every waiter of
+// state tracking and (OMPD build, libomp 19) without it, with queuing,
+// futex, ticket and DRDPA locks, live and from a gcore core: every waiter of
 // deadlock.c says exactly what it waits for (the user's lock its call
 // passed, the critical section by name) and who holds it (or, where libomp
 // records no owner, exactly why that is not known), and the two
@@ -48,13 +51,19 @@ func TestBlockedOnDeadlock(t *testing.T) {
 			opts: fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}}},
 		{name: "stock19/default",
 			opts: fixture.StartOptions{Stripped: true, Runtime: stock, Env: []string{"OMP_DEBUG=enabled"}}},
-		{name: "ompd/stacks", symbols: true, noStates: true, opts: fixture.StartOptions{}},
-		{name: "ompd/stacks-checks", checks: true, symbols: true, noStates: true,
+		{name: "ompd/stacks", symbols: true, noStates: true, fromCall: true, opts: fixture.StartOptions{}},
+		{name: "ompd/stacks-checks", checks: true, symbols: true, noStates: true, fromCall: true,
 			opts: fixture.StartOptions{Env: []string{"KMP_CONSISTENCY_CHECK=all"}}},
-		{name: "ompd/stacks-futex", checks: true, symbols: true, noStates: true,
+		{name: "ompd/stacks-futex", checks: true, symbols: true, noStates: true, fromCall: true,
 			opts: fixture.StartOptions{Env: []string{"KMP_LOCK_KIND=futex"}}},
-		{name: "stock19/stacks-futex", checks: true, noStates: true,
+		{name: "ompd/ticket-checks", checks: true, symbols: true, fromCall: true,
+			opts: fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled", "KMP_CONSISTENCY_CHECK=all", "KMP_LOCK_KIND=ticket"}}},
+		{name: "ompd/stacks-drdpa-checks", checks: true, symbols: true, noStates: true, fromCall: true,
+			opts: fixture.StartOptions{Env: []string{"KMP_CONSISTENCY_CHECK=all", "KMP_LOCK_KIND=drdpa"}}},
+		{name: "stock19/stacks-futex", checks: true, noStates: true, fromCall: true,
 			opts: fixture.StartOptions{Stripped: true, Runtime: stock, Env: []string{"KMP_LOCK_KIND=futex"}}},
+		{name: "stock19/futex", checks: true, fromCall: true,
+			opts: fixture.StartOptions{Stripped: true, Runtime: stock, Env: []string{"OMP_DEBUG=enabled", "KMP_LOCK_KIND=futex"}}},
 	}
 	for _, v := range fixture.StockVersions {
 		cases = append(cases, blockedCase{name: "stock" + strconv.Itoa(v) + "/checks", checks: true,
@@ -171,8 +180,8 @@ func checkDeadlock(t *testing.T, c blockedCase, tg target.Target, ready fixture.
 		if w.What != k || w.Object == 0 {
 			t.Errorf("%s: waits for %s at %#x, want %s at a lock", role, w.What, w.Object, k)
 		}
-		if w.FromCall != c.noStates {
-			t.Errorf("%s: found from the thread's call %v, want %v (state tracking %v)", role, w.FromCall, c.noStates, !c.noStates)
+		if w.FromCall != c.fromCall {
+			t.Errorf("%s: found from the thread's call %v, want %v", role, w.FromCall, c.fromCall)
 		}
 	}
 
@@ -209,8 +218,8 @@ func checkDeadlock(t *testing.T, c blockedCase, tg target.Target, ready fixture.
 	// The nestable lock records its owner always.
 	n := wait("nest_waiter")
 	kind("nest_waiter", n, ompd.WaitNestLock)
-	if c.noStates && !c.symbols {
-		// Except without state tracking on a stripped runtime: a
+	if c.fromCall && !c.symbols {
+		// Except from a waiter's call on a stripped runtime: a
 		// nestable lock is an indirect one, and the table of indirect
 		// locks is not among the symbols a stripped libomp gives.
 		noHolder("nest_waiter", n, "is entry 0 of libomp's table of indirect locks: this runtime's symbols do not give that table")

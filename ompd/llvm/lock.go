@@ -111,6 +111,9 @@ func (as *AddressSpace) lockFacts() *lockFacts {
 // omp_set_nest_lock, __kmpc_critical and the like) gives the user's lock
 // or critical section, which leads to the runtime's lock (userlock.go).
 //
+// Test-and-set, futex, ticket and DRDPA locks set no state: a thread in
+// state work_parallel or work_serial is asked for its call too.
+//
 // nil for every other state: a barrier, taskwait, taskgroup, ordered or
 // idle thread has no holder, and its state alone says what
 // internal/waits needs (it derives those waits from the state, the same
@@ -127,6 +130,9 @@ func (t *Thread) BlockedOn() (*ompd.Wait, error) {
 		switch st {
 		case ompd.StateWaitLock, ompd.StateWaitMutex, ompd.StateWaitCritical, ompd.StateWaitAtomic:
 			w = t.as.lockWait(st, wid)
+		case ompd.StateWorkParallel, ompd.StateWorkSerial:
+			// Test-and-set, futex, ticket and DRDPA locks set no
+			// state: their waiters work, as far as the state shows.
 		default:
 			return nil, nil
 		}
@@ -207,9 +213,22 @@ func (as *AddressSpace) lockWait(st ompd.State, wid uint64) *ompd.Wait {
 // queuingHolder fills w's holder from the queuing lock q at addr, and its
 // kind from the lock's flags unless userCall says w's kind comes from the
 // user's call (omp_set_lock, __kmpc_critical and the like).
-// queuingHolder fills w's kind (from the lock's flags, unless the caller
-// knows it) and holder from the queuing lock q at addr.
 func (as *AddressSpace) queuingHolder(w *ompd.Wait, addr ompd.Address, q queuingLock, userCall bool) {
+	as.ownerHolder(w, addr, ownedLock{ownerID: q.ownerID, depth: q.depth, flags: q.flags, free: q.headID == 0}, "lock", userCall)
+}
+
+// ownedLock is what a lock that records its owner (queuing, ticket, DRDPA)
+// says of it.
+type ownedLock struct {
+	ownerID int32 // gtid+1, 0 when none is recorded
+	depth   int32 // -1 for a simple lock
+	flags   uint32
+	free    bool // the lock is known to be free
+}
+
+// ownerHolder fills w's holder from the lock q at addr (noun names its
+// kind in messages), and its kind as queuingHolder says.
+func (as *AddressSpace) ownerHolder(w *ompd.Wait, addr ompd.Address, q ownedLock, noun string, userCall bool) {
 	wid := addr
 	facts := as.lockFacts()
 	atomicUnknown := false
@@ -235,14 +254,14 @@ func (as *AddressSpace) queuingHolder(w *ompd.Wait, addr ompd.Address, q queuing
 		gtid := int(q.ownerID) - 1
 		th, err := as.threadOfGTID(gtid)
 		if err != nil {
-			w.HolderUnknown = fmt.Sprintf("the lock at %#x names its owner gtid %d (owner_id %d): %v", wid, gtid, q.ownerID, err)
+			w.HolderUnknown = fmt.Sprintf("the %s at %#x names its owner gtid %d (owner_id %d): %v", noun, wid, gtid, q.ownerID, err)
 			return
 		}
 		w.Holder = th.pthreadID
 		return
 	}
-	if q.headID == 0 {
-		w.HolderUnknown = fmt.Sprintf("the lock at %#x is free at this instant (released as the thread came to take it)", wid)
+	if q.free {
+		w.HolderUnknown = fmt.Sprintf("the %s at %#x is free at this instant (released as the thread came to take it)", noun, wid)
 		return
 	}
 	switch {

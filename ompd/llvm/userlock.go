@@ -41,12 +41,16 @@ const (
 	dtagHLE     = 7
 	dtagRTMSpin = 9
 
+	itagTicket        = 0
 	itagQueuing       = 1
 	itagAdaptive      = 2
+	itagDRDPA         = 3
 	itagRTMQueuing    = 4
 	itagNestedTAS     = 5
 	itagNestedFutex   = 6
+	itagNestedTicket  = 7
 	itagNestedQueuing = 8
+	itagNestedDRDPA   = 9
 )
 
 // iLockChunk is the number of entries in a row of the indirect lock table
@@ -171,13 +175,51 @@ func (t *Thread) userLockWait(w *ompd.Wait) *ompd.Wait {
 		default:
 			as.queuingHolder(w, lk.obj, q, true)
 		}
+	case lk.itag == itagTicket || lk.itag == itagNestedTicket || lk.itag == itagDRDPA || lk.itag == itagNestedDRDPA:
+		as.ticketHolder(w, lk)
 	default:
-		w.HolderUnknown = fmt.Sprintf("the user's lock %#x is a libomp lock of indirect kind %d (ticket or DRDPA), whose owner ompd-inspect does not read", user, lk.itag)
+		w.HolderUnknown = fmt.Sprintf("the user's lock %#x has the indirect lock tag %d, which is none of libomp's lock kinds", user, lk.itag)
 	}
 	if w.Holder != 0 && w.Holder == t.pthreadID {
 		return nil // it holds the lock: it is taking it, or has just taken it
 	}
 	return w
+}
+
+// ticketHolder fills w's holder from a ticket or DRDPA lock, which record
+// their owner as the queuing lock does (owner_id: always for a nestable
+// lock, with KMP_CONSISTENCY_CHECK=all for a simple one). Their layout
+// comes from TypeLayouts.
+func (as *AddressSpace) ticketHolder(w *ompd.Wait, lk userLockObject) {
+	typ, self, noun := "kmp_base_ticket_lock_t", "self", "ticket lock"
+	if lk.itag == itagDRDPA || lk.itag == itagNestedDRDPA {
+		typ, self, noun = "kmp_base_drdpa_lock_t", "initialized", "DRDPA lock"
+	}
+	fields := []string{self, "owner_id", "depth_locked", "flags", "next_ticket", "now_serving"}
+	tl, err := as.typeLayouts()
+	if err == nil {
+		for _, f := range fields {
+			if _, _, err = tl.FieldLayout(typ, f); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		w.HolderUnknown = fmt.Sprintf("the layout of libomp's %s is not known: %v", noun, err)
+		return
+	}
+	v := make([]uint64, len(fields))
+	for i, f := range fields {
+		if v[i], err = as.readTyped(lk.obj, typ, f); err != nil {
+			w.HolderUnknown = fmt.Sprintf("reading the %s at %#x: %v", noun, lk.obj, err)
+			return
+		}
+	}
+	if v[0] != lk.obj {
+		w.HolderUnknown = fmt.Sprintf("the lock object %#x of the user's lock %#x is not an initialized %s: its holder is not known", lk.obj, w.Object, noun)
+		return
+	}
+	as.ownerHolder(w, lk.obj, ownedLock{ownerID: int32(v[1]), depth: int32(v[2]), flags: uint32(v[3]), free: v[4] == v[5]}, noun, true)
 }
 
 // userLockObject is what a user's lock leads to in the runtime.
