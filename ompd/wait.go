@@ -73,3 +73,12 @@ type CallSiteReader interface {
 	// thread is not inside the runtime or entered it by another call.
 	CallSite(ctx ThreadContext, callees []Address) (site CallSite, ok bool)
 }
+
+// TaskgroupMember is an optional extension of a backend's task handle:
+// the taskgroup the task belongs to (the address of the runtime's
+// taskgroup object; 0 when it belongs to none), so that a thread waiting
+// at the end of a taskgroup is known to wait for the threads running its
+// member tasks.
+type TaskgroupMember interface {
+	Taskgroup() (Address, error)
+}

@@ -121,6 +121,13 @@ func checkBlockedGomp(t *testing.T, r *inspect.Report, ready fixture.Ready) {
 	if len(tw.WaitingFor) != 1 || !slices.Contains(tids("runners"), tw.WaitingFor[0].OSTID) || tw.QueuedChildren != 0 {
 		t.Errorf("taskwait waits for %+v (queued %d); want one of the runners %v", tw.WaitingFor, tw.QueuedChildren, tids("runners"))
 	}
+	// The end of the taskgroup waits for the thread running its member
+	// task: the other runner.
+	tg := blocked(tid("taskgroup"))
+	if len(tg.WaitingFor) != 1 || !slices.Contains(tids("runners"), tg.WaitingFor[0].OSTID) || tg.QueuedChildren != 0 ||
+		(len(tw.WaitingFor) == 1 && tg.WaitingFor[0].OSTID == tw.WaitingFor[0].OSTID) {
+		t.Errorf("taskgroup waits for %+v (queued %d); want the runner that is not the taskwait's (%+v), of %v", tg.WaitingFor, tg.QueuedChildren, tw.WaitingFor, tids("runners"))
+	}
 	for _, role := range []string{"taskgroup", "ordered_waiter"} {
 		what := map[string]string{"taskgroup": "taskgroup", "ordered_waiter": "ordered"}[role]
 		if bo := blocked(tid(role)); bo.What != what || bo.Source != "runtime" {
@@ -152,8 +159,9 @@ func checkBlockedGomp(t *testing.T, r *inspect.Report, ready fixture.Ready) {
 		edges[[2]int{e.From, e.To}] = e.What
 	}
 	wantEdges := map[[2]int]string{
-		{tid("nest_waiter"), nestHolder}:          "nest_lock",
-		{tid("taskwait"), tw.WaitingFor[0].OSTID}: "taskwait",
+		{tid("nest_waiter"), nestHolder}:           "nest_lock",
+		{tid("taskwait"), tw.WaitingFor[0].OSTID}:  "taskwait",
+		{tid("taskgroup"), tg.WaitingFor[0].OSTID}: "taskgroup",
 	}
 	for _, b := range tids("barrier") {
 		for _, l := range lockers {

@@ -776,6 +776,13 @@ func (b *builder) newTask(idx int, k backend.Task, status string, tid int) {
 		}
 		b.regions.ReleaseOne(p)
 	}
+	if m, ok := k.(ompd.TaskgroupMember); ok {
+		if tg, err := m.Taskgroup(); err != nil {
+			b.warn("task %s: its taskgroup: %v", id, err)
+		} else if tg != 0 {
+			t.Taskgroup = strp(hexID(tg))
+		}
+	}
 	if loc, err := k.Location(); err == nil {
 		t.Location = loc.String()
 		t.ConstructFunction = loc.Function

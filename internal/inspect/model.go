@@ -303,8 +303,11 @@ type Task struct {
 	// compiler recorded it; "" when unknown.
 	ConstructFunction string  `json:"construct_function"`
 	Parent            *string `json:"parent"`
-	Region            *string `json:"region"`
-	Thread            *int    `json:"thread"` // os_tid running it; null when queued or suspended
+	// Taskgroup is the taskgroup the task belongs to (its address), when
+	// the runtime records one (libgomp).
+	Taskgroup *string `json:"taskgroup,omitempty"`
+	Region    *string `json:"region"`
+	Thread    *int    `json:"thread"` // os_tid running it; null when queued or suspended
 	// Status is "running", "suspended", "queued" (in a task deque, ready
 	// to start) or "blocked" (created, waiting for the tasks it depends on).
 	Status string `json:"status"`

@@ -232,9 +232,17 @@ func (a *analysis) targets(t *inspect.Thread) {
 			}
 			bo.WaitingFor = append(bo.WaitingFor, a.target(m))
 		}
-	case bo.What == string(ompd.WaitTaskwait):
+	case bo.What == string(ompd.WaitTaskwait), bo.What == string(ompd.WaitTaskgroup):
 		for _, k := range a.rep.Tasks {
-			if k.Parent == nil || *k.Parent != bo.Object || k.Kind != "explicit" {
+			if k.Kind != "explicit" {
+				continue
+			}
+			// A taskwait waits for its task's children, the end of a
+			// taskgroup for its member tasks (when tasks name theirs).
+			if bo.What == string(ompd.WaitTaskwait) && (k.Parent == nil || *k.Parent != bo.Object) {
+				continue
+			}
+			if bo.What == string(ompd.WaitTaskgroup) && (k.Taskgroup == nil || *k.Taskgroup != bo.Object) {
 				continue
 			}
 			switch {

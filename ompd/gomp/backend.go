@@ -588,6 +588,17 @@ func (k *gtask) Compare(o backend.Task) int {
 	return cmp.Compare(k.initialOf, ok.initialOf)
 }
 
+// Taskgroup implements ompd.TaskgroupMember: the task's taskgroup
+// (gomp_task.taskgroup: the one it was created in, inherited by the tasks
+// it creates outside a taskgroup of their own). An initial task belongs
+// to none.
+func (k *gtask) Taskgroup() (ompd.Address, error) {
+	if k.addr == 0 {
+		return 0, nil
+	}
+	return k.g.as.field(k.addr, "gomp_task.taskgroup")
+}
+
 func (k *gtask) Generating() (backend.Task, error) {
 	t, err := k.read()
 	if err != nil {
