@@ -6,6 +6,7 @@ import (
 	"github.com/go-delve/delve/pkg/dwarf/regnum"
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/ompd-inspect/ompd-inspect/internal/x86reg"
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
 
@@ -421,25 +422,8 @@ func family(a x86asm.Arg) x86asm.Reg {
 	if !ok {
 		return 0
 	}
-	switch {
-	case r >= x86asm.RAX && r <= x86asm.R15:
-		return r
-	case r >= x86asm.EAX && r <= x86asm.R15L:
-		return x86asm.RAX + (r - x86asm.EAX)
-	case r >= x86asm.AX && r <= x86asm.R15W:
-		return x86asm.RAX + (r - x86asm.AX)
-	case r >= x86asm.AL && r <= x86asm.R15B:
-		if r >= x86asm.AH && r <= x86asm.BH {
-			return x86asm.RAX + (r - x86asm.AH)
-		}
-		switch r {
-		case x86asm.AL, x86asm.CL, x86asm.DL, x86asm.BL:
-			return x86asm.RAX + (r - x86asm.AL)
-		case x86asm.SPB, x86asm.BPB, x86asm.SIB, x86asm.DIB:
-			return x86asm.RSP + (r - x86asm.SPB)
-		default:
-			return x86asm.R8 + (r - x86asm.R8B)
-		}
+	if f := x86reg.Family(r); x86reg.GeneralPurpose(f) {
+		return f
 	}
 	return 0
 }

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/arch/x86/x86asm"
 
+	"github.com/ompd-inspect/ompd-inspect/internal/x86reg"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
@@ -82,25 +83,7 @@ func decodeRange(text *elf.Section, start, end uint64) (*function, error) {
 }
 
 // family maps a register to its 64-bit register.
-func family(r x86asm.Reg) x86asm.Reg {
-	switch {
-	case r >= x86asm.RAX && r <= x86asm.R15:
-		return r
-	case r >= x86asm.EAX && r <= x86asm.R15L:
-		return x86asm.RAX + (r - x86asm.EAX)
-	case r >= x86asm.AX && r <= x86asm.R15W:
-		return x86asm.RAX + (r - x86asm.AX)
-	case r >= x86asm.AL && r <= x86asm.BL:
-		return x86asm.RAX + (r - x86asm.AL)
-	case r >= x86asm.AH && r <= x86asm.BH:
-		return x86asm.RAX + (r - x86asm.AH)
-	case r >= x86asm.SPB && r <= x86asm.DIB:
-		return x86asm.RSP + (r - x86asm.SPB)
-	case r >= x86asm.R8B && r <= x86asm.R15B:
-		return x86asm.R8 + (r - x86asm.R8B)
-	}
-	return r
-}
+func family(r x86asm.Reg) x86asm.Reg { return x86reg.Family(r) }
 
 // callerSaved are the registers a call may change (System V x86-64).
 var callerSaved = []x86asm.Reg{x86asm.RAX, x86asm.RCX, x86asm.RDX, x86asm.RSI, x86asm.RDI, x86asm.R8, x86asm.R9, x86asm.R10, x86asm.R11}
