@@ -14,6 +14,7 @@ import (
 
 	"github.com/ompd-inspect/ompd-inspect/target/debuginfod"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
+	"github.com/ompd-inspect/ompd-inspect/target/privdir"
 	"github.com/ompd-inspect/ompd-inspect/target/sectioncache"
 )
 
@@ -60,8 +61,11 @@ const sectionCacheEnv = "OMPD_INSPECT_SECTION_CACHE"
 // sectionCache opens the cache of decompressed debug sections:
 // OMPD_INSPECT_SECTION_CACHE's directory, else the default one
 // ($XDG_CACHE_HOME/ompd-inspect/sections, ~/.cache/ompd-inspect/sections);
-// none when that variable is "off" or no home directory is known. A
-// directory that is not private to the user is not used, with a warning.
+// none when that variable is "off", no home directory is known or the
+// directory cannot be made or read (another user's home, a read-only
+// file system). A directory that is not private to the user is not used,
+// with a warning (sudo keeps the invoking user's HOME: root would use a
+// cache that user controls).
 func sectionCache(stderr io.Writer) elf.SectionCache {
 	dir := os.Getenv(sectionCacheEnv)
 	switch {
@@ -75,7 +79,9 @@ func sectionCache(stderr io.Writer) elf.SectionCache {
 	}
 	c, err := sectioncache.Open(dir, 0)
 	if err != nil {
-		fmt.Fprintf(stderr, "ompd-inspect: warning: %v\n", err)
+		if errors.Is(err, privdir.ErrUnsafe) {
+			fmt.Fprintf(stderr, "ompd-inspect: warning: %v\n", err)
+		}
 		return nil
 	}
 	return c

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,4 +115,64 @@ func stderrOf(err error) string {
 		return string(ee.Stderr)
 	}
 	return ""
+}
+
+// TestSectionCacheDirectory: the cache of decompressed sections is used
+// when its directory is private (entries appear in it), refused with one
+// warning when another user could write it (the report is still made),
+// and not used at all when OMPD_INSPECT_SECTION_CACHE is off.
+func TestSectionCacheDirectory(t *testing.T) {
+	p := fixture.Start(t, "nested", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled"}})
+	dir := t.TempDir()
+	run := func(cacheDir string) (string, string) {
+		t.Helper()
+		cmd := exec.Command(builtCLI(t), "attach", strconv.Itoa(p.PID), "threads")
+		cmd.Env = append(os.Environ(), "OMPD_INSPECT_SECTION_CACHE="+cacheDir, "XDG_CACHE_HOME="+filepath.Join(dir, "xdg"))
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("attach with the section cache %s: %v\n%s", cacheDir, err, stderr.String())
+		}
+		return stdout.String(), stderr.String()
+	}
+	private := filepath.Join(dir, "private", "sections")
+	want, errs := run(private)
+	ents, err := os.ReadDir(private)
+	if errs != "" || err != nil || len(ents) == 0 {
+		t.Errorf("private cache %s: stderr %q, %d entries (%v); want entries for libc's compressed debug sections", private, errs, len(ents), err)
+	}
+	if fi, err := os.Stat(private); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("%s: %v; want mode 0700", private, err)
+	}
+	if out, errs := run(private); out != want || errs != "" {
+		t.Errorf("second run, from the cache: stderr %q, stdout differs: %v", errs, out != want)
+	}
+
+	shared := filepath.Join(dir, "shared")
+	if err := os.Mkdir(shared, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(shared, 0o770)
+	out, errs := run(shared)
+	wantErr := fmt.Sprintf("ompd-inspect: warning: section cache %s is writable by its group (mode 0770): unsafe cache; not used\n", shared)
+	if out != want || errs != wantErr {
+		t.Errorf("group-writable cache: stderr %q, want %q; stdout differs: %v", errs, wantErr, out != want)
+	}
+	if ents, _ := os.ReadDir(shared); len(ents) != 0 {
+		t.Errorf("the refused cache got %d entries", len(ents))
+	}
+
+	if out, errs := run("off"); out != want || errs != "" {
+		t.Errorf("cache off: stderr %q; stdout differs: %v", errs, out != want)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "xdg")); err == nil {
+		t.Errorf("with the cache off, %s was made", filepath.Join(dir, "xdg"))
+	}
+	if out, errs := run(""); out != want || errs != "" {
+		t.Errorf("default cache: stderr %q; stdout differs: %v", errs, out != want)
+	}
+	// Only the run with the default cache made it, under XDG_CACHE_HOME.
+	if ents, err := os.ReadDir(filepath.Join(dir, "xdg", "ompd-inspect", "sections")); err != nil || len(ents) == 0 {
+		t.Errorf("the default cache under XDG_CACHE_HOME: %v, %d entries", err, len(ents))
+	}
 }
