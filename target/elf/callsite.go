@@ -405,6 +405,11 @@ func (im *Image) TailCalls(returnPC, calleePC uint64) []TailCallFrame {
 	tailsFrom := func(fn uint64) []callSite {
 		fi := im.indexAt(fn)
 		if fi == nil {
+			// No unit covers fn, or the one that does was left
+			// out when a limit tripped: its jumps are not known.
+			if dd := im.openDWARF(); dd != nil && dd.isExhausted() {
+				incomplete = true
+			}
 			return nil
 		}
 		if fi.callsIncomplete {

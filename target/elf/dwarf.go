@@ -197,7 +197,10 @@ type dwarfData struct {
 	openErr   error        // a problem met listing the units
 
 	// mu serializes the indexing of units: their budgets are shared.
-	mu        sync.Mutex
+	mu sync.Mutex
+	// typeMu serializes d.Type, whose cache is not safe for concurrent
+	// use, among the type indexes of the image.
+	typeMu    sync.Mutex
 	used      budget // what the units indexed so far hold
 	exhausted bool   // a limit tripped: no more units are indexed
 	errs      []error
@@ -344,9 +347,10 @@ func loadDWARFData(src *Image, cache SectionCache) (*dwarf.Data, error) {
 func (im *Image) sectionData(s *elf.Section, cache SectionCache) ([]byte, error) {
 	compressed := s.Flags&elf.SHF_COMPRESSED != 0 || strings.HasPrefix(s.Name, ".zdebug_")
 	var key sectioncache.Key
-	useCache := compressed && cache != nil && im.buildID != ""
+	useCache := compressed && cache != nil && im.buildID != "" && im.ino != 0
 	if useCache {
-		key = sectioncache.Key{BuildID: im.buildID, Section: s.Name, FileSize: im.size, FileModTime: im.mtime, Offset: s.Offset, Size: s.FileSize}
+		key = sectioncache.Key{BuildID: im.buildID, Section: s.Name, FileDev: im.dev, FileIno: im.ino,
+			FileSize: im.size, FileModTime: im.mtime, FileChangeTime: im.ctime, Offset: s.Offset, Size: s.FileSize}
 		if b := cache.Get(key, s.Size); b != nil {
 			return b, nil
 		}
@@ -473,6 +477,14 @@ func (dd *dwarfData) build(id int) {
 	}
 }
 
+// isExhausted reports whether a limit tripped, so that units are left
+// out.
+func (dd *dwarfData) isExhausted() bool {
+	dd.mu.Lock()
+	defer dd.mu.Unlock()
+	return dd.exhausted
+}
+
 // rangelessAt searches the units that list no ranges for addr.
 func (dd *dwarfData) rangelessAt(addr uint64) *dwarfIndex {
 	if len(dd.rangeless) == 0 {
@@ -552,6 +564,10 @@ func (idx *dwarfIndex) walk(dd *dwarfData, id int) (used budget, stop bool, err 
 	}
 	r := dd.d.Reader()
 	r.Seek(dd.units[id].entry.Offset)
+	var next dwarf.Offset // the next unit's first entry, 0 for none listed
+	if id+1 < len(dd.units) {
+		next = dd.units[id+1].entry.Offset
+	}
 	depth := 0
 	for n := uint64(0); ; n++ {
 		if n > dd.infoSize {
@@ -568,8 +584,10 @@ func (idx *dwarfIndex) walk(dd *dwarfData, id int) (used budget, stop bool, err 
 		if e == nil {
 			break
 		}
-		if n > 0 && depth <= 0 {
-			break // the next unit
+		if n > 0 && (depth <= 0 || e.Tag == dwarf.TagCompileUnit || e.Tag == dwarf.TagPartialUnit || (next != 0 && e.Offset >= next)) {
+			// The next unit: a unit whose entries do not close is
+			// not read past its end.
+			break
 		}
 		if e.Tag == 0 {
 			w.pop()
@@ -607,7 +625,11 @@ func (idx *dwarfIndex) walk(dd *dwarfData, id int) (used budget, stop bool, err 
 	}
 	idx.inlSpans = flatten(w.inlIvs)
 	w.finishCallSites(dd.sym)
-	used = budget{rows: len(idx.rows), subs: len(w.subs), ranges: len(w.ivs), inlines: w.inlCount, inlRanges: len(w.inlIvs), sites: len(w.sites)}
+	// Subprograms read from other units are not counted: each unit reads
+	// at most a few per reference of its own, so they are bounded by its
+	// size, and counting them for every unit that refers to the same
+	// shared ones (dwz) would exhaust the image's budget.
+	used = budget{rows: len(idx.rows), subs: len(w.subs) - w.foreignSubs, ranges: len(w.ivs), inlines: w.inlCount, inlRanges: len(w.inlIvs), sites: len(w.sites)}
 	if len(w.errs) > 0 {
 		err = errors.Join(w.errs...)
 	}
@@ -649,7 +671,7 @@ func (w *walker) importForeign() {
 				continue
 			}
 			tried[off] = true
-			if w.base.subs+len(w.subs) >= MaxSubprograms {
+			if len(w.subs) >= MaxSubprograms {
 				return
 			}
 			s := w.foreign(off)
@@ -657,6 +679,7 @@ func (w *walker) importForeign() {
 				continue
 			}
 			w.subs[off] = s
+			w.foreignSubs++
 			if s.hasOrigin {
 				next = append(next, s.origin)
 			}
@@ -739,6 +762,8 @@ type walker struct {
 	idx   *dwarfIndex
 	// base is what the units indexed before hold, against the limits.
 	base budget
+	// foreignSubs counts the subprograms read from other units.
+	foreignSubs int
 
 	// fileIDs interns full file paths into idx.files; unitFiles maps
 	// the file entries of the current unit's line table to their ids.

@@ -18,6 +18,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"debug/elf"
 )
@@ -65,15 +66,19 @@ type Image struct {
 	// Path is the file name Open was given.
 	Path string
 
-	file    *os.File
-	ef      *elf.File
-	size    int64
-	mtime   int64  // modification time, Unix nanoseconds
-	loads   []Load // PT_LOAD segments sorted by Vaddr
-	tls     TLS
-	hasTLS  bool
-	buildID string
-	link    debugLink
+	file  *os.File
+	ef    *elf.File
+	size  int64
+	mtime int64 // modification time, Unix nanoseconds
+	// dev, ino and ctime (change time, Unix nanoseconds) identify the
+	// file opened, for the section cache.
+	dev, ino uint64
+	ctime    int64
+	loads    []Load // PT_LOAD segments sorted by Vaddr
+	tls      TLS
+	hasTLS   bool
+	buildID  string
+	link     debugLink
 
 	// debugRoots are the global debug directories searched for a
 	// separate debug file (normally /usr/lib/debug); nil for an image
@@ -178,6 +183,9 @@ func open(path string, debugRoots []string) (im *Image, err error) {
 		return nil, fmt.Errorf("opening ELF file %s: not a regular file", path)
 	}
 	im = &Image{Path: path, file: f, size: st.Size(), mtime: st.ModTime().UnixNano(), debugRoots: debugRoots}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		im.dev, im.ino, im.ctime = sys.Dev, sys.Ino, sys.Ctim.Nano()
+	}
 	if err := guard(func() error {
 		ef, err := elf.NewFile(f)
 		if err != nil {

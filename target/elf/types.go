@@ -13,6 +13,8 @@ import (
 type TypeIndex struct {
 	path string
 	d    *dwarf.Data
+	// typeMu is the image's lock around d.Type (dwarfData.typeMu).
+	typeMu *sync.Mutex
 
 	mu    sync.Mutex
 	cache map[string]dwarf.Type
@@ -39,7 +41,7 @@ func NewTypeIndex(im *Image) (*TypeIndex, error) {
 	if dd == nil {
 		return nil, fmt.Errorf("%s has no DWARF type information", im.Path)
 	}
-	ti := &TypeIndex{path: dd.path, d: dd.d, names: make(map[string]dwarf.Offset), cache: make(map[string]dwarf.Type), infoSize: dd.infoSize}
+	ti := &TypeIndex{path: dd.path, d: dd.d, typeMu: &dd.typeMu, names: make(map[string]dwarf.Offset), cache: make(map[string]dwarf.Type), infoSize: dd.infoSize}
 	for _, u := range dd.units {
 		ti.units = append(ti.units, u.entry.Offset)
 	}
@@ -140,6 +142,8 @@ func (ti *TypeIndex) typLocked(name string) (dwarf.Type, error) {
 	}
 	var t dwarf.Type
 	if err := guard(func() error {
+		ti.typeMu.Lock()
+		defer ti.typeMu.Unlock()
 		if err := checkTypeGraph(ti.d, off); err != nil {
 			return err
 		}

@@ -44,11 +44,15 @@ type Key struct {
 	BuildID string
 	// Section is the section's name (".debug_info").
 	Section string
-	// FileSize and FileModTime (Unix nanoseconds) identify the file the
-	// section comes from; Offset and Size are the compressed section's
-	// place in it.
-	FileSize, FileModTime int64
-	Offset, Size          uint64
+	// FileDev and FileIno are the device and inode of the file the
+	// section comes from; FileSize, FileModTime and FileChangeTime (Unix
+	// nanoseconds) identify its contents: its owner can set its
+	// modification time, but not its change time, which any write or
+	// change of its metadata moves. Offset and Size are the compressed
+	// section's place in it.
+	FileDev, FileIno                      uint64
+	FileSize, FileModTime, FileChangeTime int64
+	Offset, Size                          uint64
 }
 
 // Cache is an opened cache directory.
@@ -90,7 +94,7 @@ func Open(dir string, maxBytes int64) (*Cache, error) {
 func (c *Cache) Dir() string { return c.dir }
 
 // magic starts every entry.
-const magic = "OMPDSEC1"
+const magic = "OMPDSEC2"
 
 // name is the entry file of k; "" when k cannot name one (a build-id
 // that is not hex, a section name with other characters than letters,
@@ -105,7 +109,11 @@ func name(k Key) string {
 	return k.BuildID + "-" + strings.TrimPrefix(k.Section, ".")
 }
 
-// header is an entry's header: the key and the data's length and CRC.
+// header is an entry's header: the key and the data's length and CRC. An
+// entry describes one file (by device, inode and change time), so a file
+// another user made to look like a system one (same build-id, size and
+// modification time) cannot stand for it: its entry only replaces the
+// system file's, which is then written again.
 func header(k Key, n uint64, crc uint32) []byte {
 	var b bytes.Buffer
 	b.WriteString(magic)
@@ -113,7 +121,7 @@ func header(k Key, n uint64, crc uint32) []byte {
 		binary.Write(&b, binary.LittleEndian, uint16(len(s)))
 		b.WriteString(s)
 	}
-	binary.Write(&b, binary.LittleEndian, []uint64{uint64(k.FileSize), uint64(k.FileModTime), k.Offset, k.Size, n})
+	binary.Write(&b, binary.LittleEndian, []uint64{k.FileDev, k.FileIno, uint64(k.FileSize), uint64(k.FileModTime), uint64(k.FileChangeTime), k.Offset, k.Size, n})
 	binary.Write(&b, binary.LittleEndian, crc)
 	return b.Bytes()
 }

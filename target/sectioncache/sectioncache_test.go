@@ -18,7 +18,8 @@ import (
 const nobody = 65534
 
 func key(section string) Key {
-	return Key{BuildID: "93ac61ec5a8eb1396f9fbd350e3169a558528a40", Section: section, FileSize: 4166896, FileModTime: 1777000000e9, Offset: 0x53a8, Size: 2348634}
+	return Key{BuildID: "93ac61ec5a8eb1396f9fbd350e3169a558528a40", Section: section, FileDev: 0x10301, FileIno: 1234567,
+		FileSize: 4166896, FileModTime: 1777000000e9, FileChangeTime: 1777000100e9, Offset: 0x53a8, Size: 2348634}
 }
 
 func data(n int, seed byte) []byte {
@@ -60,13 +61,24 @@ func TestRoundTrip(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(c.Dir(), name(k))); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("entry: %v, mode %v; want 0600", err, fi.Mode().Perm())
 	}
-	other := k
-	other.FileModTime++
-	if got := c.Get(other, uint64(len(d))); got != nil {
-		t.Errorf("Get for a file with another modification time = %d bytes, want none", len(got))
-	}
-	if err := c.Put(k, d); err != nil {
-		t.Fatal(err)
+	// Another file that looks the same (a copy another user made, with
+	// the same build-id, size and modification time) is not served the
+	// entry; nor is the file after any change.
+	for what, change := range map[string]func(*Key){
+		"modification time": func(k *Key) { k.FileModTime++ },
+		"inode":             func(k *Key) { k.FileIno++ },
+		"device":            func(k *Key) { k.FileDev++ },
+		"change time":       func(k *Key) { k.FileChangeTime++ },
+		"section offset":    func(k *Key) { k.Offset++ },
+	} {
+		other := k
+		change(&other)
+		if got := c.Get(other, uint64(len(d))); got != nil {
+			t.Errorf("Get for a file with another %s = %d bytes, want none", what, len(got))
+		}
+		if err := c.Put(k, d); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if got := c.Get(k, uint64(len(d))+1); got != nil {
 		t.Errorf("Get with another size = %d bytes, want none", len(got))
