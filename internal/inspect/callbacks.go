@@ -220,7 +220,16 @@ func (c *Callbacks) CallSite(ctx ompd.ThreadContext, callees []ompd.Address) (om
 	if !ok || !slices.Contains(callees, callee) {
 		return ompd.CallSite{}, false
 	}
-	args := unwind.CallArgs(c.t, caller)
+	// The caller's callee-saved registers are known when every step to
+	// it restored them: call frame information or a signal frame, not
+	// a frame-pointer step (which copies the callee's).
+	trusted := true
+	for k := 1; k <= i; k++ {
+		if h := frames[k].How; h != unwind.MethodCFI && h != unwind.MethodSignal {
+			trusted = false
+		}
+	}
+	args := unwind.CallArgs(c.t, caller, trusted)
 	return ompd.CallSite{Callee: callee, Args: args.Value, Known: args.Known}, true
 }
 

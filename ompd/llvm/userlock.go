@@ -242,6 +242,8 @@ func (as *AddressSpace) userLock(kind ompd.WaitKind, user ompd.Address) userLock
 	word := binary.LittleEndian.Uint64(b[:])
 	var ilk ompd.Address
 	switch {
+	case word&1 == 1 && kind == ompd.WaitNestLock:
+		return userLockObject{unknown: fmt.Sprintf("the nestable lock at %#x holds %#x, a direct lock's word: libomp's nestable locks are always indirect, so it is not one of them", user, uint32(word))}
 	case word&1 == 1:
 		return userLockObject{direct: true, poll: uint32(word)}
 	case kind == ompd.WaitLock || kind == ompd.WaitNestLock:
@@ -301,9 +303,15 @@ func (as *AddressSpace) indirectLockEntry(idx uint32) (ompd.Address, error) {
 func (as *AddressSpace) pollHolder(w *ompd.Wait, lk userLockObject) {
 	tag := lk.poll & 0xff
 	if !lk.direct {
-		tag = dtagTAS
+		// A nested test-and-set or futex lock's word carries its
+		// kind's direct tag too.
+		want := uint32(dtagTAS)
 		if lk.itag == itagNestedFutex {
-			tag = dtagFutex
+			want = dtagFutex
+		}
+		if tag != want {
+			w.HolderUnknown = fmt.Sprintf("the lock word %#x of the nestable lock at %#x does not have the tag %d of its kind", lk.poll, w.Object, want)
+			return
 		}
 	}
 	var owner uint32
