@@ -39,6 +39,9 @@ var globals = []global{
 	{name: "__kmp_tool_libraries", anchors: []anchor{setting("OMP_TOOL_LIBRARIES")}},
 	{name: "__kmp_tool_verbose_init", anchors: []anchor{setting("OMP_TOOL_VERBOSE_INIT")}},
 	{name: "__kmp_openmp_version", anchors: []anchor{printedWith("   _OPENMP='%d'\n")}},
+	// The table of indirect locks (how a thread's lock is found without
+	// state tracking): destroying a lock looks it up in the table first.
+	{name: "__kmp_i_lock_table", anchors: []anchor{firstAddr("__kmpc_destroy_lock"), firstAddr("__kmpc_destroy_nest_lock")}},
 }
 
 // globals finds every global of the list; one whose anchors disagree or
@@ -107,6 +110,23 @@ func firstLoad(fn string, size int) anchor {
 		}
 		for _, x := range f.refs {
 			if x.kind == refLoad && x.size == size && x.disp == 0 && r.isData(x.target) {
+				return []uint64{x.target}, nil
+			}
+		}
+		return nil, errNone
+	}}
+}
+
+// firstAddr: the first global whose address exported function fn
+// computes (lea X(%rip)), to index it or to pass it on.
+func firstAddr(fn string) anchor {
+	return anchor{what: fn, find: func(r *recoverer) ([]uint64, error) {
+		f, err := r.exported(fn)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range f.refs {
+			if (x.kind == refAddr || x.via != 0) && r.isData(x.target) {
 				return []uint64{x.target}, nil
 			}
 		}

@@ -26,7 +26,7 @@ var wantSymbols = []string{
 	"__kmp_threads", "__kmp_threads_capacity", "__kmp_max_task_priority", "__kmp_omp_cancellation",
 	"__kmp_stksize", "__kmp_avail_proc", "__kmp_affinity_format", "__kmp_display_affinity",
 	"__kmp_nested_nth", "__kmp_nested_proc_bind", "__kmp_max_nth", "__kmp_tool", "__kmp_tool_libraries",
-	"__kmp_tool_verbose_init", "__kmp_openmp_version",
+	"__kmp_tool_verbose_init", "__kmp_openmp_version", "__kmp_i_lock_table",
 	"__kmp_join_barrier", "__kmp_fork_barrier", "__kmp_join_call", "__kmp_launch_thread",
 }
 

@@ -17,6 +17,7 @@ import (
 var globalSizes = map[string]uint64{
 	"ompd_dll_locations": 8, "ompd_state": 8, "ompd_env_block": 8, "ompd_env_block_size": 8,
 	"__kmp_threads": 8, "__kmp_threads_capacity": 4, "__kmp_openmp_version": 4,
+	"__kmp_i_lock_table": 16, // the part ompd-inspect reads: the rows and the count in use
 }
 
 // FileSymbols returns what k recovered from im as symbols for a separate
