@@ -44,7 +44,7 @@ const noChecks = "libomp records the owner of a simple lock only with KMP_CONSIS
 // locks, so the deadlock; with queuing locks without checks no holder and
 // no deadlock. Live, from a gcore core and from a kernel core; on the OMPD
 // build with and without state tracking and on Debian's stripped libomp
-// 19.
+// 19 (without state tracking its table of indirect locks is recovered).
 func TestWaitForLLVM(t *testing.T) {
 	checks := []string{"OMP_DEBUG=enabled", "KMP_CONSISTENCY_CHECK=all"}
 	futex := []string{"KMP_LOCK_KIND=futex"}
@@ -60,6 +60,7 @@ func TestWaitForLLVM(t *testing.T) {
 		{"ompd_stacks_futex", fixture.StartOptions{Env: futex}, waitForMode{owners: true}},
 		{"stock19_checks", fixture.StartOptions{Env: checks, Stripped: true, Runtime: fixture.StockLibomp(19)}, waitForMode{states: true, owners: true}},
 		{"stock19_stacks_futex", fixture.StartOptions{Env: futex, Stripped: true, Runtime: fixture.StockLibomp(19)}, waitForMode{owners: true}},
+		{"stock19_stacks_checks", fixture.StartOptions{Env: []string{"KMP_CONSISTENCY_CHECK=all"}, Stripped: true, Runtime: fixture.StockLibomp(19)}, waitForMode{owners: true}},
 	}
 	for _, c := range configs {
 		t.Run(c.name, func(t *testing.T) {
