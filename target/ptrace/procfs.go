@@ -1,10 +1,10 @@
 package ptrace
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,32 +21,53 @@ type procStatus struct {
 	TracerPid int
 }
 
-// readStatus parses a /proc/.../status file.
+// maxStatusBytes bounds a /proc/.../status file (about 1.5 KiB).
+const maxStatusBytes = 64 << 10
+
+// readStatus parses a /proc/.../status file. It is read for every thread
+// of a process, sometimes several times, so it is read into one buffer
+// and parsed in place.
 func readStatus(path string) (procStatus, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return procStatus{}, err
 	}
+	defer f.Close()
+	data := make([]byte, 0, 4096)
+	for len(data) < maxStatusBytes {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := f.Read(data[len(data):min(cap(data), maxStatusBytes)])
+		data = data[:len(data)+n]
+		if err == io.EOF || (err == nil && n == 0) {
+			break
+		}
+		if err != nil {
+			return procStatus{}, err
+		}
+	}
 	var st procStatus
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		key, val, ok := strings.Cut(sc.Text(), ":")
+	for rest := data; len(rest) > 0; {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte{'\n'})
+		k, v, ok := bytes.Cut(line, []byte{':'})
 		if !ok {
 			continue
 		}
-		val = strings.TrimSpace(val)
-		switch key {
+		val := func() string { return string(bytes.TrimSpace(v)) }
+		switch string(k) {
 		case "Name":
-			st.Name = val
+			st.Name = val()
 		case "State":
-			st.State = val
+			st.State = val()
 		case "Tgid":
-			st.Tgid, err = strconv.Atoi(val)
+			st.Tgid, err = strconv.Atoi(val())
 		case "TracerPid":
-			st.TracerPid, err = strconv.Atoi(val)
+			st.TracerPid, err = strconv.Atoi(val())
 		}
 		if err != nil {
-			return procStatus{}, fmt.Errorf("%s: field %s: %w", path, key, err)
+			return procStatus{}, fmt.Errorf("%s: field %s: %w", path, k, err)
 		}
 	}
 	if st.State == "" {
