@@ -193,21 +193,25 @@ func (as *AddressSpace) lockWait(st ompd.State, wid uint64) *ompd.Wait {
 		w.HolderUnknown = fmt.Sprintf("the thread is in state %s with no wait id: the lock is not known", st)
 		return w
 	}
-	q, err := as.readQueuingLock(wid)
-	if err != nil {
-		if errors.As(err, new(errLockLayout)) {
-			w.HolderUnknown = fmt.Sprintf("the layout of libomp's queuing lock is not known: %v", err)
-		} else {
-			w.HolderUnknown = fmt.Sprintf("reading the lock at %#x: %v", wid, err)
-		}
-		return w
-	}
-	if q.initialized != wid {
-		w.HolderUnknown = fmt.Sprintf("the wait id %#x is not an initialized queuing lock (its first word is %#x, not its own address): its lock type and holder are not known", wid, q.initialized)
-		return w
-	}
-	as.queuingHolder(w, wid, q, false)
+	as.queuingLockHolder(w, wid, fmt.Sprintf("the wait id %#x", wid), false)
 	return w
+}
+
+// queuingLockHolder reads the queuing lock at addr and fills w's holder
+// (and, unless userCall, its kind) from it; what names addr when it is no
+// initialized queuing lock.
+func (as *AddressSpace) queuingLockHolder(w *ompd.Wait, addr ompd.Address, what string, userCall bool) {
+	q, err := as.readQueuingLock(addr)
+	switch {
+	case err != nil && errors.As(err, new(errLockLayout)):
+		w.HolderUnknown = fmt.Sprintf("the layout of libomp's queuing lock is not known: %v", err)
+	case err != nil:
+		w.HolderUnknown = fmt.Sprintf("reading the lock at %#x: %v", addr, err)
+	case q.initialized != addr:
+		w.HolderUnknown = fmt.Sprintf("%s is not an initialized queuing lock (its first word is %#x, not its own address): its lock type and holder are not known", what, q.initialized)
+	default:
+		as.queuingHolder(w, addr, q, userCall)
+	}
 }
 
 // queuingHolder fills w's holder from the queuing lock q at addr, and its

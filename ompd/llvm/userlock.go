@@ -164,17 +164,7 @@ func (t *Thread) userLockWait(w *ompd.Wait) *ompd.Wait {
 	case lk.direct || lk.itag == itagNestedTAS || lk.itag == itagNestedFutex:
 		as.pollHolder(w, lk)
 	case lk.itag == itagQueuing || lk.itag == itagAdaptive || lk.itag == itagRTMQueuing || lk.itag == itagNestedQueuing:
-		q, err := as.readQueuingLock(lk.obj)
-		switch {
-		case err != nil && errors.As(err, new(errLockLayout)):
-			w.HolderUnknown = fmt.Sprintf("the layout of libomp's queuing lock is not known: %v", err)
-		case err != nil:
-			w.HolderUnknown = fmt.Sprintf("reading the lock at %#x: %v", lk.obj, err)
-		case q.initialized != lk.obj:
-			w.HolderUnknown = fmt.Sprintf("the lock object %#x of the user's lock %#x is not an initialized queuing lock: its holder is not known", lk.obj, user)
-		default:
-			as.queuingHolder(w, lk.obj, q, true)
-		}
+		as.queuingLockHolder(w, lk.obj, fmt.Sprintf("the lock object %#x of the user's lock %#x", lk.obj, user), true)
 	case lk.itag == itagTicket || lk.itag == itagNestedTicket || lk.itag == itagDRDPA || lk.itag == itagNestedDRDPA:
 		as.ticketHolder(w, lk)
 	default:
