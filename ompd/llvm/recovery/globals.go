@@ -100,73 +100,51 @@ func (r *recoverer) globals() {
 	}
 }
 
-// firstLoad: the first global that exported function fn loads size bytes
-// from.
-func firstLoad(fn string, size int) anchor {
+// refAnchor finds the first global (the last, with last set) that a
+// reference of exported function fn to data matches.
+func refAnchor(fn string, last bool, match func(x ref) bool) anchor {
 	return anchor{what: fn, find: func(r *recoverer) ([]uint64, error) {
 		f, err := r.exported(fn)
 		if err != nil {
 			return nil, err
 		}
-		for _, x := range f.refs {
-			if x.kind == refLoad && x.size == size && x.disp == 0 && r.isData(x.target) {
+		for k := range f.refs {
+			x := f.refs[k]
+			if last {
+				x = f.refs[len(f.refs)-1-k]
+			}
+			if match(x) && r.isData(x.target) {
 				return []uint64{x.target}, nil
 			}
 		}
 		return nil, errNone
 	}}
+}
+
+// firstLoad: the first global that exported function fn loads size bytes
+// from.
+func firstLoad(fn string, size int) anchor {
+	return refAnchor(fn, false, func(x ref) bool { return x.kind == refLoad && x.size == size && x.disp == 0 })
 }
 
 // firstAddr: the first global whose address exported function fn
 // computes (lea X(%rip)), to index it or to pass it on.
 func firstAddr(fn string) anchor {
-	return anchor{what: fn, find: func(r *recoverer) ([]uint64, error) {
-		f, err := r.exported(fn)
-		if err != nil {
-			return nil, err
-		}
-		for _, x := range f.refs {
-			if (x.kind == refAddr || x.via != 0) && r.isData(x.target) {
-				return []uint64{x.target}, nil
-			}
-		}
-		return nil, errNone
-	}}
+	return refAnchor(fn, false, func(x ref) bool { return x.kind == refAddr || x.via != 0 })
 }
 
 // lastLoad: the last global that exported function fn loads size bytes
 // from (a getter returns it).
 func lastLoad(fn string, size int) anchor {
-	return anchor{what: fn, find: func(r *recoverer) ([]uint64, error) {
-		f, err := r.exported(fn)
-		if err != nil {
-			return nil, err
-		}
-		for i := len(f.refs) - 1; i >= 0; i-- {
-			x := f.refs[i]
-			if x.kind == refLoad && x.size == size && x.disp == 0 && r.isData(x.target) {
-				return []uint64{x.target}, nil
-			}
-		}
-		return nil, errNone
-	}}
+	return refAnchor(fn, true, func(x ref) bool { return x.kind == refLoad && x.size == size && x.disp == 0 })
 }
 
 // firstCmpReg: the first 32-bit global that exported function fn compares
 // with a register (a bound check of a gtid).
 func firstCmpReg(fn string) anchor {
-	return anchor{what: fn, find: func(r *recoverer) ([]uint64, error) {
-		f, err := r.exported(fn)
-		if err != nil {
-			return nil, err
-		}
-		for _, x := range f.refs {
-			if x.kind == refCmp && x.size == 4 && !x.hasImm && x.fromReg != 0 && x.disp == 0 && r.isData(x.target) {
-				return []uint64{x.target}, nil
-			}
-		}
-		return nil, errNone
-	}}
+	return refAnchor(fn, false, func(x ref) bool {
+		return x.kind == refCmp && x.size == 4 && !x.hasImm && x.fromReg != 0 && x.disp == 0
+	})
 }
 
 // setting: the global that both the parse and the print function of the
