@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 	"github.com/ompd-inspect/ompd-inspect/target/privdir"
@@ -73,16 +72,16 @@ func (k *cache) lookup(id string) (string, error) {
 		return "", err
 	}
 	p := filepath.Join(d, cacheFile)
-	fi, err := os.Lstat(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	f, fi, err := privdir.OpenFile("debuginfod cache entry", p, k.uid)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return "", nil
-	}
-	if err != nil {
+	case errors.Is(err, privdir.ErrUnsafe):
+		return "", err
+	case err != nil:
 		return "", fmt.Errorf("debuginfod cache: %w", err)
 	}
-	if err := k.checkFile(p, fi); err != nil {
-		return "", err
-	}
+	defer f.Close()
 	if fi.Size() == 0 {
 		// elfutils' client leaves an empty file for a build-id that no
 		// server had.
@@ -91,16 +90,6 @@ func (k *cache) lookup(id string) (string, error) {
 	if fi.Size() > k.max {
 		k.warn(fmt.Sprintf("debuginfod cache entry %s has %d bytes: %v (limit %d bytes); fetching it again", p, fi.Size(), ErrTooLarge, k.max))
 		return "", nil
-	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return "", fmt.Errorf("debuginfod cache: %w", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil {
-		return "", fmt.Errorf("debuginfod cache: %w", err)
-	} else if !os.SameFile(st, fi) {
-		return "", fmt.Errorf("debuginfod cache entry %s changed while it was checked: %w; not used", p, ErrUnsafeCache)
 	}
 	got, err := elf.ReadBuildID(f)
 	switch {
@@ -117,13 +106,4 @@ func (k *cache) lookup(id string) (string, error) {
 		return "", nil
 	}
 	return p, nil
-}
-
-// checkFile refuses a cache entry p that is not a regular file of the
-// invoking user that nobody else can write.
-func (k *cache) checkFile(p string, fi fs.FileInfo) error {
-	if why := privdir.OwnFile(fi, k.uid); why != "" {
-		return fmt.Errorf("debuginfod cache entry %s %s: %w; not used", p, why, ErrUnsafeCache)
-	}
-	return nil
 }
