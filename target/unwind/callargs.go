@@ -292,8 +292,8 @@ func (w *window) valueAt(r x86asm.Reg, i, depth int) (uint64, bool) {
 			return 0, false
 		}
 	}
-	n, ok := dwarfReg[r]
-	if !ok || !calleeSaved(r) || !w.calleeSaved {
+	n, ok := dwarfReg[r] // the callee-saved registers
+	if !ok || !w.calleeSaved {
 		return 0, false
 	}
 	return w.f.Reg(n)
@@ -335,8 +335,6 @@ func (w *window) rspAt(i int) (uint64, bool) {
 			} else {
 				v -= uint64(int64(imm))
 			}
-		case x86asm.CALL:
-			// The callee returned: rsp is as before the call.
 		default:
 			return 0, false
 		}
