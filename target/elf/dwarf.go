@@ -243,9 +243,13 @@ func (im *Image) openUnits(src *Image) (*dwarfData, error) {
 		}
 	}
 	var d *dwarf.Data
+	line := lineSection{order: binary.LittleEndian}
+	if src.ef.ByteOrder != nil {
+		line.order = src.ef.ByteOrder
+	}
 	if err := guard(func() error {
 		var err error
-		d, err = loadDWARFData(src, im.sections)
+		d, line.data, err = loadDWARFData(src, im.sections)
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("reading DWARF of %s: %w", src.Path, err)
@@ -259,7 +263,7 @@ func (im *Image) openUnits(src *Image) (*dwarfData, error) {
 	dd := &dwarfData{
 		d:        d,
 		path:     src.Path,
-		line:     src.debugLine(),
+		line:     line,
 		infoSize: src.debugInfoSize(),
 		files:    map[int]unitFiles{},
 		valid: func(addr uint64) bool {
@@ -292,11 +296,12 @@ var dwarfSections = []string{"abbrev", "info", "str", "line", "ranges", "addr", 
 // of src, decompressed: a compressed section from cache when it holds it
 // (it is stored there after it is inflated). A relocatable file's sections
 // need relocations applied: debug/elf's DWARF does that, reading every
-// section.
-func loadDWARFData(src *Image, cache SectionCache) (*dwarf.Data, error) {
+// section. line is the .debug_line section, for the line tables.
+func loadDWARFData(src *Image, cache SectionCache) (d *dwarf.Data, line []byte, err error) {
 	ef := src.ef
 	if ef.Type == elf.ET_REL {
-		return ef.DWARF()
+		d, err = ef.DWARF()
+		return d, src.debugLine().data, err
 	}
 	dat := map[string][]byte{}
 	var types [][]byte
@@ -315,7 +320,7 @@ func loadDWARFData(src *Image, cache SectionCache) (*dwarf.Data, error) {
 		}
 		b, err := src.sectionData(s, cache)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if name == "types" {
 			types = append(types, b)
@@ -323,23 +328,23 @@ func loadDWARFData(src *Image, cache SectionCache) (*dwarf.Data, error) {
 		}
 		dat[name] = b
 	}
-	d, err := dwarf.New(dat["abbrev"], nil, nil, dat["info"], dat["line"], nil, dat["ranges"], dat["str"])
+	d, err = dwarf.New(dat["abbrev"], nil, nil, dat["info"], dat["line"], nil, dat["ranges"], dat["str"])
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, name := range []string{"addr", "line_str", "rnglists", "str_offsets"} {
 		if b, ok := dat[name]; ok {
 			if err := d.AddSection(".debug_"+name, b); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
 	for i, b := range types {
 		if err := d.AddTypes(fmt.Sprintf("types-%d", i), b); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return d, nil
+	return d, dat["line"], nil
 }
 
 // sectionData returns section s of the image decompressed, through cache

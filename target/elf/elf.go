@@ -108,6 +108,37 @@ type Image struct {
 	dw     *dwarfData
 	dwFile string
 	dwErr  error
+
+	derivedMu sync.Mutex
+	derived   map[any]*derivedValue // Derived's values, by key
+}
+
+// derivedValue is one value of Derived, computed once.
+type derivedValue struct {
+	once sync.Once
+	v    any
+}
+
+// Derived returns what compute derives from the image's file for key,
+// computing it on the first call for that key (once, whatever the number
+// of concurrent callers) and keeping it with the image. It lets packages
+// above this one keep what they learn from a file's content (a runtime's
+// knowledge recovered from its code, say) for every user of the image,
+// and compute it early, before a target is stopped. Keys are compared as
+// map keys: use a package's own unexported type.
+func (im *Image) Derived(key any, compute func() any) any {
+	im.derivedMu.Lock()
+	if im.derived == nil {
+		im.derived = make(map[any]*derivedValue)
+	}
+	d := im.derived[key]
+	if d == nil {
+		d = &derivedValue{}
+		im.derived[key] = d
+	}
+	im.derivedMu.Unlock()
+	d.once.Do(func() { d.v = compute() })
+	return d.v
 }
 
 type debugLink struct {
@@ -200,6 +231,19 @@ func open(path string, debugRoots []string) (im *Image, err error) {
 		return nil, err
 	}
 	return im, nil
+}
+
+// SameFile reports whether path names the file the image was opened
+// from, unchanged since: the same device and inode, size, modification
+// and change times.
+func (im *Image) SameFile(path string) bool {
+	st, err := os.Stat(path)
+	if err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && sys.Dev == im.dev && sys.Ino == im.ino && st.Size() == im.size &&
+		st.ModTime().UnixNano() == im.mtime && sys.Ctim.Nano() == im.ctime
 }
 
 // readHeaders collects the program headers, the build-id and the

@@ -51,6 +51,37 @@ func NewTypeIndex(im *Image) (*TypeIndex, error) {
 	return ti, nil
 }
 
+// typesKey keys an image's shared type index (Image.Derived).
+type typesKey struct{}
+
+// typeIndexResult is Types' answer, kept with the image.
+type typeIndexResult struct {
+	ti  *TypeIndex
+	err error
+}
+
+// Types returns the image's type index (NewTypeIndex), made once and
+// shared by every user of the image: what one lookup read serves the
+// next.
+func (im *Image) Types() (*TypeIndex, error) {
+	r := im.Derived(typesKey{}, func() any {
+		ti, err := NewTypeIndex(im)
+		return typeIndexResult{ti, err}
+	}).(typeIndexResult)
+	return r.ti, r.err
+}
+
+// ScanAll reads the top-level entries of every unit not read yet, so that
+// later lookups read none: it lets a caller do that work before a target
+// is stopped. What stops the reading is what lookups then report.
+func (ti *TypeIndex) ScanAll() {
+	ti.mu.Lock()
+	defer ti.mu.Unlock()
+	for ti.scanErr == nil && ti.next < len(ti.units) {
+		ti.scanUnit()
+	}
+}
+
 // scanUnit reads the top-level entries of the next unit; ti.mu is held.
 func (ti *TypeIndex) scanUnit() {
 	off := ti.units[ti.next]
