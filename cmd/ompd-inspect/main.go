@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -251,13 +252,22 @@ func viewArg(args []string) (string, error) {
 	return "", fmt.Errorf("unknown view %q (views: %s)", args[1], strings.Join(views, ", "))
 }
 
-// inspectProcess attaches, builds the report and detaches before anything
-// is printed, so the target is stopped for as short a time as possible.
+// inspectProcess attaches, reads the report and the threads' stacks,
+// detaches, and only then names the frames and prints, so the target is
+// stopped for as short a time as possible.
 // sigs are the signals caught for the attach: one that arrives while
 // attaching or attached ends ompd-inspect with one line, the target
 // released.
 func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) ([]*inspect.Report, error) {
-	popts := ptrace.Options{Interrupt: sigs}
+	popts := ptrace.Options{Interrupt: sigs, Prepare: inspect.PrepareImage}
+	if stackViews[view] {
+		popts.Prepare = func(im *elf.Image) {
+			var wg sync.WaitGroup
+			wg.Go(func() { inspect.PrepareImage(im) })
+			wg.Go(func() { stacks.PrepareImage(im) })
+			wg.Wait()
+		}
+	}
 	if vf.images != nil {
 		popts.Images = *vf.images
 	}
@@ -270,7 +280,7 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 		return nil, err
 	}
 	if pt != nil {
-		pt.attached, pt.threads = time.Now(), len(p.Threads())
+		pt.stopping, pt.attached, pt.threads = p.StopBegan(), time.Now(), len(p.Threads())
 	}
 	stop := p.DetachOnSignals()
 	defer stop()
@@ -283,22 +293,27 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 		fmt.Fprintf(os.Stderr, "ompd-inspect: attached to process %d; waiting for a signal\n", pid)
 		select {}
 	}
-	reps, err := buildReports(p, inspect.Source{Kind: "process"}, view, vf)
+	read, err := readReports(p, inspect.Source{Kind: "process"}, view, vf)
 	// A process killed (or ending) while it was read leaves a report of
 	// torn-down memory: say that instead.
 	if aerr := p.Alive(); aerr != nil {
-		reps, err = nil, aerr
+		read, err = nil, aerr
 	}
 	if pt != nil {
 		pt.built = time.Now()
 	}
-	if cerr := p.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("detaching from process %d: %w", pid, cerr)
+	// The process runs again while the frames are named: only the
+	// modules' files are read from here on.
+	if derr := p.Detach(); derr != nil && err == nil {
+		err = fmt.Errorf("detaching from process %d: %w", pid, derr)
 	}
 	if pt != nil {
 		pt.detached = time.Now()
 	}
-	return reps, err
+	if err != nil {
+		return nil, err
+	}
+	return finishReports(read), nil
 }
 
 // afterAttach, when set (by tests), runs right after Attach, before the
@@ -312,23 +327,56 @@ var stackViews = map[string]bool{"summary": true, "threads": true, "bt": true, "
 // --backend names (with both, the native one first), with backtraces for
 // the views that need them.
 func buildReports(t target.Target, src inspect.Source, view string, vf viewFlags) ([]*inspect.Report, error) {
+	read, err := readReports(t, src, view, vf)
+	if err != nil {
+		return nil, err
+	}
+	return finishReports(read), nil
+}
+
+// readReport is a report read from a stopped target, with its threads'
+// stacks when the view needs them (nil otherwise), before the frames are
+// named.
+type readReport struct {
+	rep   *inspect.Report
+	walks *stacks.Walks
+}
+
+// readReports reads from a stopped target everything buildReports needs
+// from its memory: the reports and the threads' stacks.
+func readReports(t target.Target, src inspect.Source, view string, vf viewFlags) ([]readReport, error) {
 	names := []string{vf.backend}
 	if vf.backend == "both" {
 		names = []string{backend.NameNative, backend.NameDLL}
 	}
-	var reps []*inspect.Report
+	var out []readReport
 	for _, name := range names {
 		rep, err := inspect.Build(t, src, inspect.Options{Backend: name, Library: vf.library})
 		if err != nil {
 			return nil, err
 		}
+		r := readReport{rep: rep}
 		if stackViews[view] || rep.NeedsStacks() {
-			stacks.Add(rep, t)
+			r.walks = stacks.Unwind(rep, t)
 		}
-		waits.Analyze(rep)
-		reps = append(reps, rep)
+		out = append(out, r)
 	}
-	return reps, nil
+	return out, nil
+}
+
+// finishReports names and places the frames of the stacks read and
+// analyzes the waits. The target may have resumed; its modules' images
+// must still be open.
+func finishReports(read []readReport) []*inspect.Report {
+	var reps []*inspect.Report
+	for _, r := range read {
+		if r.walks != nil {
+			stacks.Add(r.rep, r.walks)
+		}
+		waits.Analyze(r.rep)
+		reps = append(reps, r.rep)
+	}
+	return reps
 }
 
 // showAll prints the view of one report, or with --backend both the

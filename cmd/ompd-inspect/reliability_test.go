@@ -981,15 +981,18 @@ func TestSignalsDuringAttach(t *testing.T) {
 		}
 		t.Logf("%s: %d runs, signals sent %v, target traced when signalled %d times; outcomes %v", ph.name, ph.runs, sent, tracedAtSignal, counts)
 		// The handler must have had its say: death by the signal alone is
-		// also what an ompd-inspect without one would give.
-		detached := 0
+		// also what an ompd-inspect without one would give. Attach opens
+		// and prepares the modules' files before it stops the target, so
+		// a random delay mostly lands before the attach: the handler's
+		// line then says so.
+		handled := 0
 		for kind, n := range counts {
-			if strings.HasPrefix(kind, "detached and exited") {
-				detached += n
+			if strings.HasPrefix(kind, "detached and exited") || strings.HasPrefix(kind, "interrupted before attaching") {
+				handled += n
 			}
 		}
-		if !ph.traced && ph.name != "SIGKILL after a random delay" && detached == 0 {
-			t.Errorf("%s: no run detached and exited with 128+signal and its one line: %v", ph.name, counts)
+		if !ph.traced && ph.name != "SIGKILL after a random delay" && handled == 0 {
+			t.Errorf("%s: no run exited with 128+signal and its one line: %v", ph.name, counts)
 		}
 	}
 	t.Logf("%d runs in %v", signalRuns+tracedSignalRuns+2*killRuns, time.Since(start).Round(time.Millisecond))

@@ -10,11 +10,12 @@ import (
 
 // phaseTimes records when each phase of one inspection ended (--stats).
 // For a live process, the target is stopped from the first interrupt
-// (inside attach) to the last detach: attach and detach alone are the
-// floor any tool pays; read is what ompd-inspect adds.
+// (stopping, inside attach, after the modules' files were opened) to the
+// last detach: attach and detach alone are the floor any tool pays; read
+// is what ompd-inspect adds.
 type phaseTimes struct {
-	start, attached, built, detached time.Time
-	threads                          int
+	start, stopping, attached, built, detached time.Time
+	threads                                    int
 }
 
 // print writes the figures on one line.
@@ -27,7 +28,7 @@ func (pt *phaseTimes) print(w io.Writer, live bool, done time.Time) {
 	}
 	if live {
 		fmt.Fprintf(w, "stats: %d threads; stopped %s (attach %s, read %s, detach %s); total %s; peak RSS %s\n",
-			pt.threads, ms(pt.detached.Sub(pt.start)), ms(pt.attached.Sub(pt.start)), ms(pt.built.Sub(pt.attached)),
+			pt.threads, ms(pt.detached.Sub(pt.stopping)), ms(pt.attached.Sub(pt.stopping)), ms(pt.built.Sub(pt.attached)),
 			ms(pt.detached.Sub(pt.built)), ms(done.Sub(pt.start)), rss)
 		return
 	}

@@ -286,7 +286,7 @@ func (c *Callbacks) typeIndex() (typeLayouts, string, error) {
 			c.tiErr = errors.New("no runtime module")
 			return
 		}
-		ti, err := elf.NewTypeIndex(c.runtime.Image)
+		ti, err := c.runtime.Image.Types()
 		if err == nil {
 			c.ti, c.tiSource = dwarfTypes{ti}, TypeInfoDWARF
 			return

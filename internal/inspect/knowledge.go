@@ -59,21 +59,40 @@ func KnowledgeOf(rt *target.Module) (*Knowledge, error) {
 		}
 		return k, nil
 	}
-	rec, err := recovery.Recover(rt.Image)
-	if err != nil {
-		return nil, fmt.Errorf("the OpenMP runtime %s has no OMPD layout symbols (it is stripped, as Debian's libomp is), no debug file was found for it, and its code does not reveal them: %w", rt.Name, err)
+	r := recovered(rt.Image)
+	if r.err != nil {
+		return nil, fmt.Errorf("the OpenMP runtime %s has no OMPD layout symbols (it is stripped, as Debian's libomp is), no debug file was found for it, and its code does not reveal them: %w", rt.Name, r.err)
 	}
-	k := &Knowledge{SymbolsSource: SourceRecovered, LayoutSource: SourceRecovered, Recovered: rec}
-	// The functions recovered name frames in backtraces as the runtime's
-	// own symbols would.
-	var funcs []elf.Sym
-	for _, s := range rec.FileSymbols(rt.Image) {
-		if s.Func {
-			funcs = append(funcs, elf.Sym{Name: s.Name, Value: s.Value, Size: s.Size, Func: true})
+	return &Knowledge{SymbolsSource: SourceRecovered, LayoutSource: SourceRecovered, Recovered: r.k}, nil
+}
+
+// recoveredKey keys a runtime image's recovered knowledge (Image.Derived).
+type recoveredKey struct{}
+
+// recoveryResult is what recovery found in a runtime image's code.
+type recoveryResult struct {
+	k   *recovery.Knowledge
+	err error
+}
+
+// recovered recovers the knowledge of a stripped runtime image once per
+// image, and adds the functions it recovered to the image's symbols: they
+// name frames in backtraces as the runtime's own symbols would.
+func recovered(im *elf.Image) recoveryResult {
+	return im.Derived(recoveredKey{}, func() any {
+		rec, err := recovery.Recover(im)
+		if err != nil {
+			return recoveryResult{err: err}
 		}
-	}
-	rt.Image.AddSymbols(funcs)
-	return k, nil
+		var funcs []elf.Sym
+		for _, s := range rec.FileSymbols(im) {
+			if s.Func {
+				funcs = append(funcs, elf.Sym{Name: s.Name, Value: s.Value, Size: s.Size, Func: true})
+			}
+		}
+		im.AddSymbols(funcs)
+		return recoveryResult{k: rec}
+	}).(recoveryResult)
 }
 
 // LinkSymbol returns the link-time value and size of the runtime's symbol

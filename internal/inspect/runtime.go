@@ -8,6 +8,7 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/ompd/gomp"
 	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
 // ErrNotOpenMP is returned when the target has no OpenMP runtime that
@@ -60,4 +61,23 @@ func HasOMPDSymbols(m *target.Module) bool {
 		return false
 	}
 	return llvm.HasLayoutSymbols(func(name string) bool { _, ok := m.Image.Symbol(name); return ok })
+}
+
+// PrepareImage does on the file of one of a target's modules, before the
+// target is stopped, the work Build will do on it: its symbols are read
+// (the runtime is found by them), an LLVM runtime's DWARF types are
+// indexed, and a stripped one's knowledge is recovered from its code.
+// Build reports what cannot be read.
+func PrepareImage(im *elf.Image) {
+	_ = im.LoadSymbols()
+	m := &target.Module{Name: im.Path, Image: im}
+	if FamilyOf(m) != llvm.Family {
+		return
+	}
+	if ti, err := im.Types(); err == nil {
+		ti.ScanAll()
+	}
+	if !HasOMPDSymbols(m) {
+		recovered(im)
+	}
 }

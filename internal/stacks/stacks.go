@@ -60,7 +60,7 @@ type threadStack struct {
 // builder holds one Add call's state.
 type builder struct {
 	rep     *inspect.Report
-	t       target.Target
+	modules []*target.Module // the target's
 	stacks  map[int]*threadStack
 	threads map[int]*inspect.Thread
 	regions map[string]*inspect.Region
@@ -73,22 +73,81 @@ type builder struct {
 	// fam is the runtime's family (what its functions mean); nil when
 	// the target has no runtime ompd-inspect knows.
 	fam ompd.Family
+	// names and tails keep what name and tailCalls found, for the
+	// threads that run the same code.
+	names map[nameKey]phys
+	tails map[tailKey][]phys
 }
 
-// Add unwinds every thread of t and fills rep.Backtraces and each
-// thread's UserFrame. It must run while the target is stopped (before
-// Close).
-func Add(rep *inspect.Report, t target.Target) {
+// Walks are the native stacks of a target's threads, unwound while it was
+// stopped: everything Add needs from the target's memory, so that frames
+// can be named and placed after the target has resumed.
+type Walks struct {
+	threads  []walk
+	modules  []*target.Module
+	warnings []string
+}
+
+// walk is one thread's native stack.
+type walk struct {
+	tid    int
+	frames []unwind.Frame
+	stop   unwind.Stop
+	// callAt is the index in frames of the innermost frame in user code
+	// (by its module) below other frames, -1 when there is none or its
+	// call could not be decoded; callee is the entry point its call
+	// instruction called (unwind.CallTarget), read from memory here
+	// because Add may run after the target resumed.
+	callAt int
+	callee uint64
+}
+
+// Unwind unwinds every thread of t, whose report rep is (it says which
+// module is the OpenMP runtime). It must run while the target is stopped;
+// Add then needs only the target's modules and their images, so the
+// target may be detached (but not closed) before it.
+func Unwind(rep *inspect.Report, t target.Target) *Walks {
+	u := unwind.New(t)
+	b := &builder{rep: rep}
+	ths := t.Threads()
+	w := &Walks{threads: make([]walk, len(ths)), modules: t.Modules()}
+	for i, th := range ths {
+		wk := &w.threads[i]
+		wk.tid, wk.callAt = th.TID, -1
+		wk.frames, wk.stop = u.Unwind(th)
+		for j := range wk.frames {
+			f := &wk.frames[j]
+			if b.classify(f.Module) != inspect.KindUser {
+				continue
+			}
+			if j > 0 && !f.ExactPC() {
+				if callee, ok := unwind.CallTarget(t, f.PC); ok {
+					wk.callAt, wk.callee = j, callee
+				}
+			}
+			break
+		}
+	}
+	w.warnings = u.Warnings()
+	return w
+}
+
+// Add fills rep.Backtraces and each thread's UserFrame from the stacks w
+// (Unwind of the same report's target). The target may have resumed; its
+// module images must still be open.
+func Add(rep *inspect.Report, w *Walks) {
 	b := &builder{
-		rep: rep, t: t,
+		rep: rep, modules: w.modules,
 		stacks:     map[int]*threadStack{},
 		threads:    map[int]*inspect.Thread{},
 		regions:    map[string]*inspect.Region{},
 		tasks:      map[string]*inspect.Task{},
 		taskFns:    map[string][]*inspect.Task{},
 		exitFrames: map[uint64]*inspect.Task{},
+		names:      map[nameKey]phys{},
+		tails:      map[tailKey][]phys{},
 	}
-	for _, m := range t.Modules() {
+	for _, m := range w.modules {
 		if rep.Runtime.Library != "" && m.Name == rep.Runtime.Library {
 			b.fam = inspect.FamilyOf(m)
 		}
@@ -112,46 +171,38 @@ func Add(rep *inspect.Report, t target.Target) {
 			}
 		}
 	}
-	u := unwind.New(t)
-	type walked struct {
-		frames []unwind.Frame
-		stop   unwind.Stop
-	}
-	walks := make([]walked, len(t.Threads()))
-	for i, th := range t.Threads() {
-		walks[i].frames, walks[i].stop = u.Unwind(th)
-	}
-	indexModules(walks, func(w walked) []unwind.Frame { return w.frames })
-	for i, th := range t.Threads() {
-		w := walks[i]
-		ts := &threadStack{tid: th.TID, stop: w.stop, complete: w.stop.Complete(), boundaries: map[string]int{}}
-		for j := range w.frames {
-			ts.frames = append(ts.frames, b.name(&w.frames[j]))
-			if j+1 < len(w.frames) {
-				ts.frames = append(ts.frames, b.tailCalls(&w.frames[j], &w.frames[j+1])...)
+	indexModules(w.threads, func(wk walk) []unwind.Frame { return wk.frames })
+	var order []*threadStack
+	for i := range w.threads {
+		wk := &w.threads[i]
+		ts := &threadStack{tid: wk.tid, stop: wk.stop, complete: wk.stop.Complete(), boundaries: map[string]int{}}
+		for j := range wk.frames {
+			ts.frames = append(ts.frames, b.name(&wk.frames[j]))
+			if j+1 < len(wk.frames) {
+				ts.frames = append(ts.frames, b.tailCalls(&wk.frames[j], &wk.frames[j+1])...)
 			}
 		}
-		b.markCall(ts, w.frames)
-		b.stacks[th.TID] = ts
+		b.markCall(ts, wk)
+		b.stacks[wk.tid] = ts
+		order = append(order, ts)
 	}
-	for _, w := range u.Warnings() {
-		rep.Warnings = append(rep.Warnings, "unwinding: "+w)
+	for _, msg := range w.warnings {
+		rep.Warnings = append(rep.Warnings, "unwinding: "+msg)
 	}
-	for _, th := range t.Threads() {
-		b.regionEntries(b.stacks[th.TID])
+	for _, ts := range order {
+		b.regionEntries(ts)
 	}
 	b.implicitTasks()
-	for _, th := range t.Threads() {
-		b.findBoundaries(b.stacks[th.TID])
+	for _, ts := range order {
+		b.findBoundaries(ts)
 	}
-	for _, th := range t.Threads() {
-		ts := b.stacks[th.TID]
-		bt := inspect.Backtrace{OSTID: th.TID, Stop: ts.stop.String(), Complete: ts.complete}
-		if it := b.threads[th.TID]; it != nil {
-			bt.GTID, bt.OpenMP, bt.State = it.GTID, it.OpenMP, it.State
+	for _, ts := range order {
+		bt := inspect.Backtrace{OSTID: ts.tid, Stop: ts.stop.String(), Complete: ts.complete}
+		th := b.threads[ts.tid]
+		if th != nil {
+			bt.GTID, bt.OpenMP, bt.State = th.GTID, th.OpenMP, th.State
 		}
 		bt.Frames = b.logical(ts, 0, 0, map[string]bool{})
-		th := b.threads[th.TID]
 		bt.Activity = activity(ts.frames, th != nil && th.Region != nil, b.fam)
 		if th != nil && th.OpenMP && rep.Runtime.StateSource == "inferred" {
 			b.inferState(ts, th, &bt)
@@ -180,8 +231,28 @@ func hex(a uint64) *string {
 	return &s
 }
 
-// name symbolizes and classifies one native frame.
+// nameKey is what naming a native frame depends on: its module and the
+// address looked up.
+type nameKey struct {
+	m      *target.Module
+	lookup uint64
+}
+
+// name symbolizes and classifies one native frame. Threads in the same
+// code share their frames' names: each address is looked up once.
 func (b *builder) name(f *unwind.Frame) phys {
+	k := nameKey{f.Module, f.LookupPC()}
+	if p, ok := b.names[k]; ok {
+		p.pc, p.cfa = f.PC, f.CFA
+		return p
+	}
+	p := b.lookupName(f)
+	b.names[k] = p
+	return p
+}
+
+// lookupName symbolizes and classifies one native frame.
+func (b *builder) lookupName(f *unwind.Frame) phys {
 	p := phys{pc: f.PC, cfa: f.CFA, kind: b.classify(f.Module)}
 	var sf []elf.SourceFrame
 	if m := f.Module; m != nil && m.Image != nil {
@@ -201,27 +272,27 @@ func (b *builder) name(f *unwind.Frame) phys {
 
 // markCall sets calls of the innermost user frame of ts when frames
 // inside other code are above it: the entry point its call instruction
-// called (unwind.CallTarget), named only when that address starts a
-// function of its module.
-func (b *builder) markCall(ts *threadStack, native []unwind.Frame) {
+// called (unwind.CallTarget, read by Unwind), named only when that
+// address starts a function of its module.
+func (b *builder) markCall(ts *threadStack, wk *walk) {
 	for i, p := range ts.frames {
 		if p.kind != inspect.KindUser {
 			continue
 		}
-		if i == 0 || p.tail {
+		if i == 0 || p.tail || wk.callAt < 0 {
 			return
 		}
 		// The native frame with this pc (tail call frames have none).
-		for j := range native {
-			f := &native[j]
+		for j := range wk.frames {
+			f := &wk.frames[j]
 			if f.PC != p.pc || f.ExactPC() {
 				continue
 			}
-			callee, ok := unwind.CallTarget(b.t, f.PC)
-			if !ok {
-				return
+			if j != wk.callAt {
+				return // Unwind decoded another frame's call
 			}
-			if m := target.ModuleAt(b.t, callee); m != nil && m.Image != nil && callee >= m.Bias {
+			callee := wk.callee
+			if m := b.moduleAt(callee); m != nil && m.Image != nil && callee >= m.Bias {
 				if sym, ok := m.Image.SymbolAt(callee - m.Bias); ok && sym.Value == callee-m.Bias {
 					ts.frames[i].calls = sym.Name
 				}
@@ -232,12 +303,40 @@ func (b *builder) markCall(ts *threadStack, native []unwind.Frame) {
 	}
 }
 
+// moduleAt returns the target's module that maps addr, or nil.
+func (b *builder) moduleAt(addr uint64) *target.Module {
+	for _, m := range b.modules {
+		if m.Contains(addr) {
+			return m
+		}
+	}
+	return nil
+}
+
 // tailCalls returns the tail call frames between the native frame f and
 // its caller: the functions that jumped to f's function after the
 // caller's call instruction, innermost first. There are only any when
 // both frames are in the same module with DWARF call-site information and
 // the caller's pc is a return address.
 func (b *builder) tailCalls(f, caller *unwind.Frame) []phys {
+	k := tailKey{f.Module, caller.Module, caller.PC, f.LookupPC(), caller.ExactPC()}
+	if out, ok := b.tails[k]; ok {
+		return out
+	}
+	out := b.lookupTailCalls(f, caller)
+	b.tails[k] = out
+	return out
+}
+
+// tailKey is what the tail calls between two frames depend on.
+type tailKey struct {
+	m, cm            *target.Module
+	caller, function uint64
+	exact            bool
+}
+
+// lookupTailCalls finds the tail call frames between f and its caller.
+func (b *builder) lookupTailCalls(f, caller *unwind.Frame) []phys {
 	m := f.Module
 	cm := caller.Module
 	if m == nil || m.Image == nil || cm == nil || cm.Image != m.Image || cm.Bias != m.Bias || caller.ExactPC() || caller.PC < m.Bias {
@@ -377,7 +476,7 @@ func (b *builder) regionEntries(ts *threadStack) {
 		}
 		if r := chain[next]; r.Function == "" && r.EntryAddr == "" {
 			r.Function = f.function
-			if m := target.ModuleAt(b.t, f.pc); m != nil && m.Image != nil {
+			if m := b.moduleAt(f.pc); m != nil && m.Image != nil {
 				if sym, ok := m.Image.SymbolAt(f.pc - m.Bias); ok {
 					r.EntryAddr = *hex(sym.Value + m.Bias)
 					// gcc gives the outlined function's entry the
@@ -842,4 +941,13 @@ func indexModules[W any](walks []W, frames func(W) []unwind.Frame) {
 		}()
 	}
 	wg.Wait()
+}
+
+// PrepareImage does on the file of one of a target's modules, before the
+// target is stopped, the work Unwind and Add will do on it when frames
+// land in it: its call frame information is parsed and its debug
+// information opened.
+func PrepareImage(im *elf.Image) {
+	_, _ = im.FrameEntries() // Unwind reports what cannot be read
+	im.PrepareDWARF()
 }

@@ -72,8 +72,14 @@ func Attach(pid int, opts Options) (*Process, error) {
 	// What identifies the program the process runs now; compared once
 	// every thread has stopped, it shows an exec that raced the attach.
 	p.image, p.imageErr = execIdentity(pid)
+	// The modules' files are opened, and prepared, while it still runs.
+	p.openEarly(opts.Prepare)
+	if sig, ok := p.waitPrepared(); ok {
+		return nil, &InterruptedError{PID: pid, Signal: sig}
+	}
 	p.tr = startTracer()
 	stopReaper := reapTracedZombies(pid, p.tr.tid)
+	p.stopBegan = time.Now()
 	p.tr.do(func() {
 		err = p.attachAll(opts)
 		if err == nil && p.execed() {
@@ -102,6 +108,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 				err = errors.Join(err, fmt.Errorf("process %d: detaching: %w", pid, serr))
 			}
 		}
+		p.releaseEarly()
 		return nil, err
 	}
 	for _, st := range p.tstate {
@@ -120,7 +127,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 		p.warnf("process %d: cannot read the executable's path: %v", pid, err)
 		exe = ""
 	}
-	mods, warns, err := loadModules(pid, live, exe, realFiles{opts.Images})
+	mods, warns, err := loadModules(pid, live, exe, &earlyFiles{fileOps: realFiles{opts.Images}, early: p.early})
 	p.warnings = append(p.warnings, warns...)
 	if err != nil {
 		if cerr := p.Close(); cerr != nil {

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
@@ -293,4 +294,85 @@ func closeImage(img image) {
 func elfImage(img image) *elf.Image {
 	im, _ := img.(*elf.Image)
 	return im
+}
+
+// openEarly opens the files of the process's modules from its mappings
+// before it is stopped, and starts prepare (when not nil) on each image.
+// What cannot be read now is left for loadModules to find and report
+// once the process is stopped: nothing here is warned about.
+func (p *Process) openEarly(prepare func(*elf.Image)) {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.pid))
+	if err != nil {
+		return
+	}
+	mods, _, err := loadModules(p.pid, p.pid, exe, realFiles{p.imageOpts})
+	if err != nil {
+		return
+	}
+	p.early = make(map[string]image)
+	for _, m := range mods {
+		if m.img == nil {
+			continue
+		}
+		if _, dup := p.early[m.file]; dup {
+			closeImage(m.img)
+			continue
+		}
+		p.early[m.file] = m.img
+		if im := elfImage(m.img); im != nil && prepare != nil {
+			p.prepared.Add(1)
+			go func() {
+				defer p.prepared.Done()
+				prepare(im)
+			}()
+		}
+	}
+}
+
+// waitPrepared waits for the Prepare calls to return, or for a signal on
+// the interrupt channel: the signal then ends Attach at once (preparing
+// may take long: a debug file fetched from a server), and the images
+// opened early are closed once the calls return.
+func (p *Process) waitPrepared() (syscall.Signal, bool) {
+	done := make(chan struct{})
+	go func() {
+		p.prepared.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return 0, false
+	case s := <-p.interrupt: // a nil channel never delivers
+		go p.releaseEarly()
+		return toSyscallSignal(s), true
+	}
+}
+
+// releaseEarly waits for the Prepare calls and closes the images opened
+// early that no module took.
+func (p *Process) releaseEarly() {
+	p.prepared.Wait()
+	for _, img := range p.early {
+		closeImage(img)
+	}
+	p.early = nil
+}
+
+// earlyFiles opens files through fileOps, except those opened before the
+// process was stopped (early, by file name), which it takes from there
+// while the file is still the one opened: same device, inode, size and
+// times.
+type earlyFiles struct {
+	fileOps
+	early map[string]image
+}
+
+func (f *earlyFiles) open(path string) (image, error) {
+	if img, ok := f.early[path]; ok {
+		if im := elfImage(img); im != nil && im.SameFile(path) {
+			delete(f.early, path)
+			return img, nil
+		}
+	}
+	return f.fileOps.open(path)
 }

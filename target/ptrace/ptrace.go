@@ -53,6 +53,14 @@ type Options struct {
 	// is handled there.
 	Interrupt <-chan os.Signal
 
+	// Prepare, when not nil, is called for the image of every module
+	// Attach opens, before the process is stopped, each in a goroutine of
+	// its own: it does the work on the module's files that the caller
+	// will need (loading symbols, call frame information, debug
+	// information) while the process still runs. Attach waits for every
+	// call to return before it stops the process.
+	Prepare func(*elf.Image)
+
 	// afterSeize, when set (by tests), runs on the tracing thread after a
 	// thread has been seized and before it is interrupted.
 	afterSeize func(tid int)
@@ -101,9 +109,20 @@ type Process struct {
 	mem   *memReader
 	cache *target.MemCache
 
-	closed    atomic.Bool
-	closeOnce sync.Once
-	closeErr  error
+	// stopBegan is when Attach began to stop the threads.
+	stopBegan time.Time
+
+	// early are the images opened before the process was stopped, by
+	// file name, that the modules have not taken (openEarly); prepared
+	// counts the Prepare calls still running on them.
+	early    map[string]image
+	prepared sync.WaitGroup
+
+	closed     atomic.Bool
+	detachOnce sync.Once
+	detachErr  error
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // Compile-time checks that Process provides what target needs.
@@ -209,6 +228,11 @@ func toSyscallSignal(s os.Signal) syscall.Signal {
 // PID returns the process id.
 func (p *Process) PID() int { return p.pid }
 
+// StopBegan returns when Attach began to stop the process's threads: the
+// process has been held stopped since, until Detach. The modules' files
+// were opened before.
+func (p *Process) StopBegan() time.Time { return p.stopBegan }
+
 // WasStopped reports whether the process was stopped by job control
 // (/proc state T) before Attach; Close leaves it stopped then.
 func (p *Process) WasStopped() bool { return p.wasStopped }
@@ -233,7 +257,7 @@ func (p *Process) Warnings() []string {
 
 // ReadMemory fills buf from the process's memory at addr through the page
 // cache. It fails with an error wrapping target.ErrUnmapped when any byte
-// is unreadable, and after Close.
+// is unreadable, and after Detach (or Close).
 func (p *Process) ReadMemory(addr uint64, buf []byte) error {
 	if p.closed.Load() {
 		return fmt.Errorf("process %d: reading %d bytes at %#x: %w", p.pid, len(buf), addr, errClosed)
@@ -258,26 +282,40 @@ func (p *Process) ReadPages(addr uint64, buf []byte) (int, error) {
 // errClosed is wrapped by reads after Close.
 var errClosed = errors.New("detached from the process")
 
-// Close detaches from every thread and releases the module images. It
-// leaves the process as Attach found it: running, or still stopped when it
-// was stopped by job control, with any signal a thread received while being
-// attached delivered again. Close is idempotent and may be called from any
-// goroutine; later calls return the first call's result.
-func (p *Process) Close() error {
-	p.closeOnce.Do(func() {
+// Detach detaches from every thread and leaves the process as Attach
+// found it: running, or still stopped when it was stopped by job control,
+// with any signal a thread received while being attached delivered again.
+// What was read stays usable: Threads, Modules and the modules' images
+// (to name the frames of stacks read while the process was stopped), but
+// ReadMemory fails from then on. Close releases the images. Detach is
+// idempotent and may be called from any goroutine; later calls return the
+// first call's result.
+func (p *Process) Detach() error {
+	p.detachOnce.Do(func() {
 		p.closed.Store(true)
 		var errs []error
 		p.tr.do(func() { errs = p.detachAll() })
 		if err := p.tr.stop(); err != nil {
 			errs = append(errs, fmt.Errorf("process %d: detaching: %w", p.pid, err))
 		}
-		for _, img := range p.images {
-			closeImage(img)
-		}
 		if err := p.mem.close(); err != nil {
 			errs = append(errs, err)
 		}
-		p.closeErr = errors.Join(errs...)
+		p.detachErr = errors.Join(errs...)
+	})
+	return p.detachErr
+}
+
+// Close detaches (Detach) and releases the module images. Close is
+// idempotent and may be called from any goroutine; later calls return the
+// first call's result, which is Detach's.
+func (p *Process) Close() error {
+	p.closeOnce.Do(func() {
+		p.closeErr = p.Detach()
+		p.releaseEarly()
+		for _, img := range p.images {
+			closeImage(img)
+		}
 	})
 	return p.closeErr
 }

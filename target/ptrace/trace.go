@@ -170,7 +170,9 @@ func (p *Process) Trace() (*Tracee, error) {
 	})
 	// The Process gives up its tracer and images to the Tracee.
 	p.closed.Store(true)
+	p.detachOnce.Do(func() {})
 	p.closeOnce.Do(func() {})
+	p.releaseEarly()
 	t.images, t.modules, t.modsOK = p.images, p.modules, true
 	t.warnings = append(t.warnings, p.warnings...)
 	if p.mem != nil {
