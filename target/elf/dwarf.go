@@ -185,6 +185,7 @@ func (im *Image) openDWARF() *dwarfData {
 // and the index of each unit, built when a lookup first needs it.
 type dwarfData struct {
 	d        *dwarf.Data
+	src      *Image // the image the DWARF comes from (itself or its debug file)
 	path     string // the file the DWARF comes from
 	valid    func(uint64) bool
 	line     lineSection
@@ -262,6 +263,7 @@ func (im *Image) openUnits(src *Image) (*dwarfData, error) {
 	}
 	dd := &dwarfData{
 		d:        d,
+		src:      src,
 		path:     src.Path,
 		line:     line,
 		infoSize: src.debugInfoSize(),

@@ -2,9 +2,12 @@ package elf
 
 import (
 	"debug/dwarf"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/ompd-inspect/ompd-inspect/target/sectioncache"
 )
 
 // TypeIndex finds struct, union and typedef types by name in an image's
@@ -26,6 +29,13 @@ type TypeIndex struct {
 	entries  uint64 // entries read so far
 	infoSize uint64
 	scanErr  error // what stopped the reading of units
+
+	// store keeps the names of all units across runs, under key (when
+	// keyed); stored is set once they are there (read from it, or put).
+	store  SectionCache
+	key    sectioncache.Key
+	keyed  bool
+	stored bool
 }
 
 // MaxTypeEntries bounds how many DWARF entries a TypeIndex reads.
@@ -48,7 +58,87 @@ func NewTypeIndex(im *Image) (*TypeIndex, error) {
 	if dd.openErr != nil && len(ti.units) == 0 {
 		return nil, fmt.Errorf("indexing DWARF types of %s: %w", dd.path, dd.openErr)
 	}
+	ti.store, ti.key, ti.keyed = im.sections, typeNamesKey(dd.src), im.sections != nil
+	if ti.keyed {
+		if b := ti.store.Get(ti.key, sectioncache.AnySize); b != nil {
+			if names, ok := decodeTypeNames(b, ti.infoSize); ok {
+				ti.names, ti.next, ti.stored = names, len(ti.units), true
+			}
+		}
+	}
 	return ti, nil
+}
+
+// typeNamesSection names the section cache's entry that keeps the type
+// names of a DWARF (what ScanAll finds), so that a later run reads no
+// unit to find them.
+const typeNamesSection = ".ompdi_typenames1"
+
+// typeNamesKey is the section cache's key of the type names of src's
+// DWARF: src's build-id and identity, and the place of its .debug_info.
+// It names nothing when src has no build-id or no identity.
+func typeNamesKey(src *Image) sectioncache.Key {
+	k := sectioncache.Key{Section: typeNamesSection}
+	if src.buildID == "" || src.ino == 0 {
+		return k // name() refuses an empty build-id: nothing is kept
+	}
+	k.BuildID, k.FileDev, k.FileIno = src.buildID, src.dev, src.ino
+	k.FileSize, k.FileModTime, k.FileChangeTime = src.size, src.mtime, src.ctime
+	for _, s := range src.ef.Sections {
+		if s.Name == ".debug_info" || s.Name == ".zdebug_info" {
+			k.Offset, k.Size = s.Offset, s.FileSize
+		}
+	}
+	return k
+}
+
+// encodeTypeNames serializes a name table: the number of names, then each
+// name's length, bytes and offset (unsigned LEB128), in name order.
+func encodeTypeNames(names map[string]dwarf.Offset) []byte {
+	keys := make([]string, 0, len(names))
+	for n := range names {
+		keys = append(keys, n)
+	}
+	slices.Sort(keys)
+	b := binary.AppendUvarint(nil, uint64(len(keys)))
+	for _, n := range keys {
+		b = binary.AppendUvarint(b, uint64(len(n)))
+		b = append(b, n...)
+		b = binary.AppendUvarint(b, uint64(names[n]))
+	}
+	return b
+}
+
+// decodeTypeNames reads what encodeTypeNames wrote; ok is false for data
+// that does not parse whole or names an offset past infoSize.
+func decodeTypeNames(b []byte, infoSize uint64) (map[string]dwarf.Offset, bool) {
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	count, ok := next()
+	if !ok || count > uint64(len(b)) {
+		return nil, false
+	}
+	names := make(map[string]dwarf.Offset, count)
+	for range count {
+		l, ok := next()
+		if !ok || l > uint64(len(b)) {
+			return nil, false
+		}
+		name := string(b[:l])
+		b = b[l:]
+		off, ok := next()
+		if !ok || off >= infoSize {
+			return nil, false
+		}
+		names[name] = dwarf.Offset(off)
+	}
+	return names, len(b) == 0
 }
 
 // typesKey keys an image's shared type index (Image.Derived).
@@ -74,11 +164,18 @@ func (im *Image) Types() (*TypeIndex, error) {
 // ScanAll reads the top-level entries of every unit not read yet, so that
 // later lookups read none: it lets a caller do that work before a target
 // is stopped. What stops the reading is what lookups then report.
+//
+// The names found are kept in the image's section cache, when it has one:
+// the type index of the same file in a later run reads them from there.
 func (ti *TypeIndex) ScanAll() {
 	ti.mu.Lock()
 	defer ti.mu.Unlock()
 	for ti.scanErr == nil && ti.next < len(ti.units) {
 		ti.scanUnit()
+	}
+	if ti.scanErr == nil && ti.keyed && !ti.stored {
+		ti.stored = true
+		_ = ti.store.Put(ti.key, encodeTypeNames(ti.names)) // a cache that cannot be written only costs time
 	}
 }
 

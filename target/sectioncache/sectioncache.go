@@ -13,6 +13,16 @@
 // temporary file and renamed into place, so that concurrent runs never
 // see a partial one; the directory is kept under MaxBytes by removing the
 // least recently used entries.
+//
+// Get maps an entry rather than reading it: the data costs no copy and
+// no Go heap, and the kernel shares its pages with other runs. The
+// mapping is read-only and is never unmapped. No entry is ever written in
+// place (they are renamed into place, and removed by unlinking), so a
+// mapping stays valid; only a process of the same user that truncated an
+// entry could make a run fault, and such a process could also debug it.
+//
+// Besides sections, an entry may hold what was derived from a file (an
+// index of its type names, say): its data then has any size (AnySize).
 package sectioncache
 
 import (
@@ -21,12 +31,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ompd-inspect/ompd-inspect/target/privdir"
 )
@@ -129,13 +140,18 @@ func header(k Key, n uint64, crc uint32) []byte {
 // castagnoli is CRC-32C's table.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// AnySize, given to Get as the size wanted, accepts data of any size: for
+// entries that hold what was derived from a file (an index) rather than
+// one of its sections.
+const AnySize = ^uint64(0)
+
 // Get returns the section k names as the cache holds it, or nil when it
 // holds none that matches k and its own checksum (such an entry is
 // removed). want is the section's decompressed size, which the data must
-// have.
+// have, or AnySize. The data is mapped read-only: it must not be written.
 func (c *Cache) Get(k Key, want uint64) []byte {
 	n := name(k)
-	if n == "" || want > maxSectionBytes {
+	if n == "" || (want > maxSectionBytes && want != AnySize) {
 		return nil
 	}
 	p := filepath.Join(c.dir, n)
@@ -144,19 +160,29 @@ func (c *Cache) Get(k Key, want uint64) []byte {
 		return nil // missing, or not safe to read (and not ours to remove)
 	}
 	defer f.Close()
+	if want == AnySize {
+		// The header's length does not depend on the data's.
+		hlen := int64(len(header(k, 0, 0)))
+		if fi.Size() < hlen || fi.Size()-hlen > maxSectionBytes {
+			os.Remove(p)
+			return nil
+		}
+		want = uint64(fi.Size() - hlen)
+	}
 	hdr := header(k, want, 0)
 	if fi.Size() != int64(len(hdr))+int64(want) {
 		os.Remove(p)
 		return nil
 	}
-	buf := make([]byte, fi.Size())
-	if _, err := io.ReadFull(f, buf); err != nil {
+	buf, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_PRIVATE)
+	if err != nil {
 		os.Remove(p)
 		return nil
 	}
 	got, data := buf[:len(hdr)], buf[len(hdr):]
 	crc := binary.LittleEndian.Uint32(got[len(hdr)-4:])
 	if !bytes.Equal(got[:len(hdr)-4], hdr[:len(hdr)-4]) || crc32.Checksum(data, castagnoli) != crc {
+		unix.Munmap(buf)
 		os.Remove(p)
 		return nil
 	}

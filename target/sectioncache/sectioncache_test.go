@@ -80,6 +80,9 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if got := c.Get(k, AnySize); !bytes.Equal(got, d) {
+		t.Errorf("Get with AnySize: %d bytes, not the data", len(got))
+	}
 	if got := c.Get(k, uint64(len(d))+1); got != nil {
 		t.Errorf("Get with another size = %d bytes, want none", len(got))
 	}
@@ -107,32 +110,34 @@ func TestDamagedEntries(t *testing.T) {
 		{"truncated", func(b []byte) []byte { return b[:len(b)-1] }},
 		{"empty", func(b []byte) []byte { return nil }},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			cache := open(t, 0)
-			if err := cache.Put(k, d); err != nil {
-				t.Fatal(err)
-			}
-			p := filepath.Join(cache.Dir(), name(k))
-			b, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, c.damage(b), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if got := cache.Get(k, uint64(len(d))); got != nil {
-				t.Fatalf("Get of a damaged entry = %d bytes", len(got))
-			}
-			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("the damaged entry is still there: %v", err)
-			}
-			if err := cache.Put(k, d); err != nil {
-				t.Fatal(err)
-			}
-			if got := cache.Get(k, uint64(len(d))); !bytes.Equal(got, d) {
-				t.Errorf("Get after the entry was written again: %d bytes", len(got))
-			}
-		})
+		for _, want := range []uint64{uint64(len(d)), AnySize} {
+			t.Run(fmt.Sprintf("%s/want=%#x", c.name, want), func(t *testing.T) {
+				cache := open(t, 0)
+				if err := cache.Put(k, d); err != nil {
+					t.Fatal(err)
+				}
+				p := filepath.Join(cache.Dir(), name(k))
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, c.damage(b), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				if got := cache.Get(k, want); got != nil {
+					t.Fatalf("Get of a damaged entry = %d bytes", len(got))
+				}
+				if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the damaged entry is still there: %v", err)
+				}
+				if err := cache.Put(k, d); err != nil {
+					t.Fatal(err)
+				}
+				if got := cache.Get(k, want); !bytes.Equal(got, d) {
+					t.Errorf("Get after the entry was written again: %d bytes", len(got))
+				}
+			})
+		}
 	}
 }
 

@@ -1,0 +1,114 @@
+package elf
+
+import (
+	"debug/dwarf"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/target/sectioncache"
+)
+
+// TestTypeNamesCache: ScanAll keeps a DWARF's type names in the section
+// cache, and the type index of the same file in a later run reads them
+// from there, reading no unit to answer the same layouts.
+func TestTypeNamesCache(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "a.c")
+	b := filepath.Join(dir, "b.c")
+	if err := os.WriteFile(a, []byte("struct alpha { int x; long y; };\nstruct alpha ga;\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, []byte("typedef struct beta { char c; double d; short s; } beta_t;\nbeta_t gb;\nint main(void) { return 0; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "prog")
+	run(t, "gcc", "-g", "-O0", "-o", prog, a, b)
+	c, err := sectioncache.Open(filepath.Join(dir, "cache"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type layout struct{ off, size uint64 }
+	layouts := func(ti *TypeIndex) map[string]layout {
+		out := map[string]layout{}
+		for _, f := range [][2]string{{"alpha", "x"}, {"alpha", "y"}, {"beta_t", "c"}, {"beta_t", "d"}, {"beta", "s"}} {
+			off, size, err := ti.Field(f[0], f[1])
+			if err != nil {
+				t.Fatalf("%s.%s: %v", f[0], f[1], err)
+			}
+			out[f[0]+"."+f[1]] = layout{off, size}
+		}
+		return out
+	}
+	want := map[string]layout{"alpha.x": {0, 4}, "alpha.y": {8, 8}, "beta_t.c": {0, 1}, "beta_t.d": {8, 8}, "beta.s": {16, 2}}
+
+	first := &countingCache{c: c}
+	im1, err := OpenWith(prog, OpenOptions{Sections: first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im1.Close()
+	ti1, err := im1.Types()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := im1.Types(); again != ti1 {
+		t.Fatal("Types made a second index for the same image")
+	}
+	ti1.ScanAll()
+	if !slices.Contains(first.puts, typeNamesSection) {
+		t.Fatalf("first run stored %v, want %s", first.puts, typeNamesSection)
+	}
+	if got := layouts(ti1); !maps.Equal(got, want) {
+		t.Fatalf("first run: %v, want %v", got, want)
+	}
+
+	second := &countingCache{c: c}
+	im2, err := OpenWith(prog, OpenOptions{Sections: second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im2.Close()
+	ti2, err := im2.Types()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(second.hits, typeNamesSection) {
+		t.Fatalf("second run read %v from the cache, want %s", second.hits, typeNamesSection)
+	}
+	if got := layouts(ti2); !maps.Equal(got, want) {
+		t.Fatalf("second run: %v, want %v", got, want)
+	}
+	ti2.ScanAll()
+	if ti2.entries != 0 || slices.Contains(second.puts, typeNamesSection) {
+		t.Errorf("second run read %d entries to find the names and stored %v; want none read, nothing stored", ti2.entries, second.puts)
+	}
+	if !maps.Equal(ti1.names, ti2.names) {
+		t.Errorf("names read from the cache differ from those scanned")
+	}
+}
+
+// TestDecodeTypeNames: a name table round-trips, and one that is cut,
+// has bytes left over or names an offset past .debug_info is refused.
+func TestDecodeTypeNames(t *testing.T) {
+	names := map[string]dwarf.Offset{"kmp_base_info_t": 0x1234, "ident_t": 0x0b, "": 0x20}
+	b := encodeTypeNames(names)
+	if got, ok := decodeTypeNames(b, 0x1235); !ok || !maps.Equal(got, names) {
+		t.Fatalf("round trip: %v %v", got, ok)
+	}
+	for what, bad := range map[string][]byte{
+		"cut":             b[:len(b)-1],
+		"bytes left over": append(slices.Clone(b), 0),
+		"empty":           nil,
+		"huge count":      {0xff, 0xff, 0xff, 0x7f},
+	} {
+		if got, ok := decodeTypeNames(bad, 0x1235); ok {
+			t.Errorf("%s: decoded %v", what, got)
+		}
+	}
+	if got, ok := decodeTypeNames(b, 0x1234); ok {
+		t.Errorf("an offset at the end of .debug_info: decoded %v", got)
+	}
+}
