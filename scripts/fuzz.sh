@@ -44,6 +44,7 @@ targets=(
   "FuzzCore ./target/core 80000x"
   "FuzzWalk ./ompd/llvm 50000x"
   "FuzzUnwind ./target/unwind 700000x"
+  "FuzzIndentJSON ./cmd/ompd-inspect 200000x"
 )
 
 log() { printf 'fuzz.sh: %s\n' "$*" >&2; }
