@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,6 +68,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 		interrupt:  opts.Interrupt,
 		imageOpts:  opts.Images,
 		tstate:     make(map[int]*threadState),
+		seizes:     newSeizeWatch(),
 		gone:       make(map[int]bool),
 	}
 	// What identifies the program the process runs now; compared once
@@ -78,7 +80,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 		return nil, &InterruptedError{PID: pid, Signal: sig}
 	}
 	p.tr = startTracer()
-	stopReaper := reapTracedZombies(pid, p.tr.tid)
+	stopReaper := reapTracedZombies(pid, p.tr.tid, p.seizes.stuck)
 	p.stopBegan = time.Now()
 	p.tr.do(func() {
 		err = p.attachAll(opts)
@@ -146,8 +148,27 @@ func Attach(pid int, opts Options) (*Process, error) {
 	return p, nil
 }
 
-// reaperInterval is how often reapTracedZombies looks for zombies.
+// reaperInterval is how often reapTracedZombies looks whether the
+// tracing thread is stuck.
 const reaperInterval = 20 * time.Millisecond
+
+// seizeWatch shows whether the tracing thread is stuck in a PTRACE_SEIZE.
+type seizeWatch struct {
+	in   atomic.Bool  // the tracing thread is in a PTRACE_SEIZE
+	done atomic.Int64 // PTRACE_SEIZE requests that returned
+	last int64        // done at stuck's previous call (stuck's own)
+}
+
+func newSeizeWatch() *seizeWatch { return &seizeWatch{last: -1} }
+
+// stuck reports whether the tracing thread has been in the same
+// PTRACE_SEIZE since stuck's previous call. Only one goroutine calls it.
+func (w *seizeWatch) stuck() bool {
+	n := w.done.Load()
+	s := w.in.Load() && n == w.last
+	w.last = n
+	return s
+}
 
 // reapTracedZombies reaps, until stopped, the threads of process pid that
 // died while traced by the tracing thread tracerTID. It breaks a deadlock
@@ -156,8 +177,10 @@ const reaperInterval = 20 * time.Millisecond
 // traced thread is reaped by its tracer, and the tracing thread is then
 // blocked in PTRACE_SEIZE. Any thread of ompd-inspect may reap it, so this
 // goroutine does; the tracing thread then finds it gone (ECHILD) and drops
-// it.
-func reapTracedZombies(pid, tracerTID int) (stop func()) {
+// it. The threads are looked at only when stuck says the tracing thread
+// has been in one PTRACE_SEIZE for a whole interval: reading the status
+// of a thousand threads every interval slowed every attach.
+func reapTracedZombies(pid, tracerTID int, stuck func() bool) (stop func()) {
 	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -169,6 +192,9 @@ func reapTracedZombies(pid, tracerTID int) (stop func()) {
 			case <-quit:
 				return
 			case <-tick.C:
+			}
+			if !stuck() {
+				continue
 			}
 			tids, err := listTasks(pid)
 			if err != nil {
@@ -374,7 +400,10 @@ const seizeOptions = unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEEXEC
 // seize attaches to one thread and asks it to stop. It reports whether the
 // thread is now traced; a thread that has exited is dropped.
 func (p *Process) seize(tid int, opts Options) (bool, error) {
+	p.seizes.in.Store(true)
 	err := ptraceSeize(tid, seizeOptions)
+	p.seizes.done.Add(1)
+	p.seizes.in.Store(false)
 	switch {
 	case err == nil:
 		p.seized++

@@ -109,6 +109,10 @@ type Process struct {
 	mem   *memReader
 	cache *target.MemCache
 
+	// seizes tells the zombie reaper when the tracing thread is stuck
+	// in a PTRACE_SEIZE (reapTracedZombies).
+	seizes *seizeWatch
+
 	// stopBegan is when Attach began to stop the threads.
 	stopBegan time.Time
 
