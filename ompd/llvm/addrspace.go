@@ -49,7 +49,7 @@ func ProcessInitialize(cb ompd.Callbacks, runtimeHint string) (*AddressSpace, er
 	}
 	lay := newLayout(cb, runtimeHint)
 	as := &AddressSpace{cb: cb, sizes: sizes, mem: &memory{cb: cb, lay: lay, ptr: sizes.Pointer}}
-	st, err := lay.value("ompd_state")
+	st, err := lay.value(layoutKey{prefix: "ompd_state"}) // a symbol of its own
 	if err != nil {
 		return nil, fail(op, ompd.RCIncompatible, err)
 	}

@@ -16,21 +16,37 @@ type layout struct {
 	cb   ompd.Callbacks
 	hint string
 	mu   sync.Mutex
-	vals map[string]uint64
+	vals map[layoutKey]uint64
+}
+
+// layoutKey names a layout symbol by its parts: a key is built for every
+// field read, the symbol's name only when it is first read.
+type layoutKey struct {
+	prefix     string // "ompd_sizeof__", "ompd_access__", "ompd_bitfield__"
+	typ, field string // field is "" for a type's size
+}
+
+// name is the symbol's name.
+func (k layoutKey) name() string {
+	if k.field == "" {
+		return k.prefix + k.typ
+	}
+	return k.prefix + k.typ + "__" + k.field
 }
 
 func newLayout(cb ompd.Callbacks, hint string) *layout {
-	return &layout{cb: cb, hint: hint, vals: make(map[string]uint64)}
+	return &layout{cb: cb, hint: hint, vals: make(map[layoutKey]uint64)}
 }
 
-// value returns the 64-bit value stored at the symbol name.
-func (l *layout) value(name string) (uint64, error) {
+// value returns the 64-bit value stored at the symbol k names.
+func (l *layout) value(k layoutKey) (uint64, error) {
 	l.mu.Lock()
-	v, ok := l.vals[name]
+	v, ok := l.vals[k]
 	l.mu.Unlock()
 	if ok {
 		return v, nil
 	}
+	name := k.name()
 	addr, err := l.cb.SymbolAddr(name, l.hint)
 	if err != nil {
 		return 0, fmt.Errorf("layout symbol %s: %w", name, err)
@@ -41,27 +57,29 @@ func (l *layout) value(name string) (uint64, error) {
 	}
 	v = binary.LittleEndian.Uint64(b[:])
 	l.mu.Lock()
-	l.vals[name] = v
+	l.vals[k] = v
 	l.mu.Unlock()
 	return v, nil
 }
 
 // sizeof is the size of type typ (ompd_sizeof__typ).
-func (l *layout) sizeof(typ string) (uint64, error) { return l.value("ompd_sizeof__" + typ) }
+func (l *layout) sizeof(typ string) (uint64, error) {
+	return l.value(layoutKey{"ompd_sizeof__", typ, ""})
+}
 
 // offset is the offset of field in typ (ompd_access__typ__field).
 func (l *layout) offset(typ, field string) (uint64, error) {
-	return l.value("ompd_access__" + typ + "__" + field)
+	return l.value(layoutKey{"ompd_access__", typ, field})
 }
 
 // fieldSize is the size of field in typ (ompd_sizeof__typ__field).
 func (l *layout) fieldSize(typ, field string) (uint64, error) {
-	return l.value("ompd_sizeof__" + typ + "__" + field)
+	return l.value(layoutKey{"ompd_sizeof__", typ, field})
 }
 
 // mask is the bit mask of bitfield field in typ (ompd_bitfield__typ__field).
 func (l *layout) mask(typ, field string) (uint64, error) {
-	return l.value("ompd_bitfield__" + typ + "__" + field)
+	return l.value(layoutKey{"ompd_bitfield__", typ, field})
 }
 
 // memory reads typed values from the target on behalf of an address
