@@ -100,6 +100,10 @@ func (im *Image) indexSymbols() (*symIndex, error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
+		if len(idx.byName) == 0 {
+			// Sized once: growing it was a third of reading libc's symbols.
+			idx.byName = make(map[string]symEntry, len(entries))
+		}
 		for _, e := range entries {
 			if old, ok := idx.byName[e.Name]; !ok || (old.local && !e.local) {
 				idx.byName[e.Name] = e
