@@ -117,6 +117,7 @@ type Image struct {
 type derivedValue struct {
 	once sync.Once
 	v    any
+	done atomic.Bool // v is set
 }
 
 // Derived returns what compute derives from the image's file for key,
@@ -137,7 +138,10 @@ func (im *Image) Derived(key any, compute func() any) any {
 		im.derived[key] = d
 	}
 	im.derivedMu.Unlock()
-	d.once.Do(func() { d.v = compute() })
+	d.once.Do(func() {
+		d.v = compute()
+		d.done.Store(true)
+	})
 	return d.v
 }
 
@@ -271,8 +275,23 @@ func (im *Image) readHeaders() error {
 	return nil
 }
 
-// Close closes the file and any separate debug file opened for it.
+// Close closes the file and any separate debug file opened for it. A
+// value Derived keeps that has an onClose method is told first (the type
+// index then keeps what it learned in the section cache).
 func (im *Image) Close() error {
+	im.derivedMu.Lock()
+	var closers []interface{ onClose() }
+	for _, d := range im.derived {
+		if d.done.Load() {
+			if c, ok := d.v.(interface{ onClose() }); ok {
+				closers = append(closers, c)
+			}
+		}
+	}
+	im.derivedMu.Unlock()
+	for _, c := range closers {
+		c.onClose()
+	}
 	var errs []error
 	if im.sep != nil {
 		errs = append(errs, im.sep.Close())

@@ -12,13 +12,14 @@ import (
 )
 
 // TestTypeNamesCache: ScanAll keeps a DWARF's type names in the section
-// cache, and the type index of the same file in a later run reads them
-// from there, reading no unit to answer the same layouts.
+// cache, and Close the layouts of the types asked about; the type index
+// of the same file in a later run reads both from there, reading no unit
+// and parsing no type to give the same answers, errors included.
 func TestTypeNamesCache(t *testing.T) {
 	dir := t.TempDir()
 	a := filepath.Join(dir, "a.c")
 	b := filepath.Join(dir, "b.c")
-	if err := os.WriteFile(a, []byte("struct alpha { int x; long y; };\nstruct alpha ga;\n"), 0o644); err != nil {
+	if err := os.WriteFile(a, []byte("struct alpha { int x; long y; };\nstruct alpha ga;\ntypedef int myint;\nmyint gi;\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(b, []byte("typedef struct beta { char c; double d; short s; } beta_t;\nbeta_t gb;\nint main(void) { return 0; }\n"), 0o644); err != nil {
@@ -31,6 +32,7 @@ func TestTypeNamesCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	type layout struct{ off, size uint64 }
+	var errs []string
 	layouts := func(ti *TypeIndex) map[string]layout {
 		out := map[string]layout{}
 		for _, f := range [][2]string{{"alpha", "x"}, {"alpha", "y"}, {"beta_t", "c"}, {"beta_t", "d"}, {"beta", "s"}} {
@@ -40,9 +42,21 @@ func TestTypeNamesCache(t *testing.T) {
 			}
 			out[f[0]+"."+f[1]] = layout{off, size}
 		}
+		size, err := ti.Size("beta_t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["sizeof beta_t"] = layout{0, size}
+		for _, f := range [][2]string{{"myint", "x"}, {"alpha", "z"}, {"gamma", "x"}} {
+			_, _, err := ti.Field(f[0], f[1])
+			if err == nil {
+				t.Fatalf("%s.%s: no error", f[0], f[1])
+			}
+			errs = append(errs, err.Error())
+		}
 		return out
 	}
-	want := map[string]layout{"alpha.x": {0, 4}, "alpha.y": {8, 8}, "beta_t.c": {0, 1}, "beta_t.d": {8, 8}, "beta.s": {16, 2}}
+	want := map[string]layout{"alpha.x": {0, 4}, "alpha.y": {8, 8}, "beta_t.c": {0, 1}, "beta_t.d": {8, 8}, "beta.s": {16, 2}, "sizeof beta_t": {0, 24}}
 
 	first := &countingCache{c: c}
 	im1, err := OpenWith(prog, OpenOptions{Sections: first})
@@ -65,6 +79,15 @@ func TestTypeNamesCache(t *testing.T) {
 		t.Fatalf("first run: %v, want %v", got, want)
 	}
 
+	firstErrs := errs
+	errs = nil
+	if err := im1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(first.puts, typeLayoutsSection) {
+		t.Fatalf("Close stored %v, want %s", first.puts, typeLayoutsSection)
+	}
+
 	second := &countingCache{c: c}
 	im2, err := OpenWith(prog, OpenOptions{Sections: second})
 	if err != nil {
@@ -75,11 +98,17 @@ func TestTypeNamesCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(second.hits, typeNamesSection) {
-		t.Fatalf("second run read %v from the cache, want %s", second.hits, typeNamesSection)
+	if !slices.Contains(second.hits, typeNamesSection) || !slices.Contains(second.hits, typeLayoutsSection) {
+		t.Fatalf("second run read %v from the cache, want %s and %s", second.hits, typeNamesSection, typeLayoutsSection)
 	}
 	if got := layouts(ti2); !maps.Equal(got, want) {
 		t.Fatalf("second run: %v, want %v", got, want)
+	}
+	if !slices.Equal(errs, firstErrs) {
+		t.Errorf("second run's errors %q, first run's %q", errs, firstErrs)
+	}
+	if len(ti2.cache) != 0 {
+		t.Errorf("second run parsed %d types; want none (their layouts are kept)", len(ti2.cache))
 	}
 	ti2.ScanAll()
 	if ti2.entries != 0 || slices.Contains(second.puts, typeNamesSection) {
@@ -87,6 +116,39 @@ func TestTypeNamesCache(t *testing.T) {
 	}
 	if !maps.Equal(ti1.names, ti2.names) {
 		t.Errorf("names read from the cache differ from those scanned")
+	}
+	second.puts = nil
+	if err := im2.Close(); err != nil || len(second.puts) != 0 {
+		t.Errorf("second Close: %v, stored %v; want nothing new stored", err, second.puts)
+	}
+}
+
+// TestDecodeTypeLayouts: layouts round-trip, and damaged ones are
+// refused.
+func TestDecodeTypeLayouts(t *testing.T) {
+	lays := map[string]*typeLayout{
+		"kmp_base_info_t": {size: 1024, isStruct: true, fields: map[string]fieldLayout{"th_info": {0, 64}, "flex": {64, -1}}},
+		"kmp_int32":       {size: 4},
+		"opaque":          {size: -1, isStruct: true, fields: map[string]fieldLayout{}},
+	}
+	b := encodeTypeLayouts(lays)
+	got, ok := decodeTypeLayouts(b)
+	if !ok || len(got) != len(lays) {
+		t.Fatalf("round trip: %v %v", got, ok)
+	}
+	for n, l := range lays {
+		g := got[n]
+		if g == nil || g.size != l.size || g.isStruct != l.isStruct || !maps.Equal(g.fields, l.fields) {
+			t.Errorf("%s: %+v, want %+v", n, g, l)
+		}
+	}
+	for i := range len(b) {
+		if _, ok := decodeTypeLayouts(b[:i]); ok {
+			t.Errorf("cut at %d of %d bytes: decoded", i, len(b))
+		}
+	}
+	if _, ok := decodeTypeLayouts(append(slices.Clone(b), 0)); ok {
+		t.Error("bytes left over: decoded")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"debug/dwarf"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -36,6 +37,12 @@ type TypeIndex struct {
 	key    sectioncache.Key
 	keyed  bool
 	stored bool
+
+	// layouts are the types Size and Field answered, by name;
+	// layoutsNew is set when some were read from the DWARF in this run
+	// (saveLayouts then keeps them all).
+	layouts    map[string]*typeLayout
+	layoutsNew bool
 }
 
 // MaxTypeEntries bounds how many DWARF entries a TypeIndex reads.
@@ -60,6 +67,7 @@ func NewTypeIndex(im *Image) (*TypeIndex, error) {
 	}
 	ti.store, ti.key, ti.keyed = im.sections, typeNamesKey(dd.src), im.sections != nil
 	if ti.keyed {
+		ti.loadLayouts()
 		if b := ti.store.Get(ti.key, sectioncache.AnySize); b != nil {
 			if names, ok := decodeTypeNames(b, ti.infoSize); ok {
 				ti.names, ti.next, ti.stored = names, len(ti.units), true
@@ -148,6 +156,13 @@ type typesKey struct{}
 type typeIndexResult struct {
 	ti  *TypeIndex
 	err error
+}
+
+// onClose keeps the layouts found in the section cache (Image.Close).
+func (r typeIndexResult) onClose() {
+	if r.ti != nil {
+		r.ti.saveLayouts()
+	}
 }
 
 // Types returns the image's type index (NewTypeIndex), made once and
@@ -292,38 +307,208 @@ func (ti *TypeIndex) typLocked(name string) (dwarf.Type, error) {
 	return t, nil
 }
 
+// typeLayout is what Size and Field answer of one type: its size (-1 for
+// none), whether it is a struct or union, and its fields' offsets and
+// sizes (the first field of each name).
+type typeLayout struct {
+	size     int64
+	isStruct bool
+	fields   map[string]fieldLayout
+}
+
+// fieldLayout is a field's offset and size (-1 for none).
+type fieldLayout struct {
+	off  uint64
+	size int64
+}
+
+// layoutOf returns the layout of the named type: from those already
+// known (read from the section cache, or found earlier), else read from
+// the DWARF and recorded, to be kept in the cache when the image closes.
+func (ti *TypeIndex) layoutOf(name string) (*typeLayout, error) {
+	ti.mu.Lock()
+	lay := ti.layouts[name]
+	ti.mu.Unlock()
+	if lay != nil {
+		return lay, nil
+	}
+	t, err := ti.typ(name)
+	if err != nil {
+		return nil, err
+	}
+	lay = &typeLayout{size: t.Size()}
+	if st, ok := t.(*dwarf.StructType); ok {
+		lay.isStruct = true
+		lay.fields = make(map[string]fieldLayout, len(st.Field))
+		for _, f := range st.Field {
+			if _, dup := lay.fields[f.Name]; !dup {
+				lay.fields[f.Name] = fieldLayout{off: uint64(f.ByteOffset), size: f.Type.Size()}
+			}
+		}
+	}
+	ti.mu.Lock()
+	if ti.layouts == nil {
+		ti.layouts = make(map[string]*typeLayout)
+	}
+	ti.layouts[name] = lay
+	ti.layoutsNew = true
+	ti.mu.Unlock()
+	return lay, nil
+}
+
 // Size returns the size in bytes of the named type.
 func (ti *TypeIndex) Size(name string) (uint64, error) {
-	t, err := ti.typ(name)
+	lay, err := ti.layoutOf(name)
 	if err != nil {
 		return 0, err
 	}
-	if t.Size() < 0 {
+	if lay.size < 0 {
 		return 0, fmt.Errorf("type %s in %s has no size", name, ti.path)
 	}
-	return uint64(t.Size()), nil
+	return uint64(lay.size), nil
 }
 
 // Field returns the offset and size of a field of the named struct or
 // union type.
 func (ti *TypeIndex) Field(typName, field string) (offset, size uint64, err error) {
-	t, err := ti.typ(typName)
+	lay, err := ti.layoutOf(typName)
 	if err != nil {
 		return 0, 0, err
 	}
-	st, ok := t.(*dwarf.StructType)
-	if !ok {
+	if !lay.isStruct {
 		return 0, 0, fmt.Errorf("type %s in %s is not a struct or union", typName, ti.path)
 	}
-	for _, f := range st.Field {
-		if f.Name == field {
-			if f.Type.Size() < 0 {
-				return 0, 0, fmt.Errorf("field %s.%s in %s has no size", typName, field, ti.path)
-			}
-			return uint64(f.ByteOffset), uint64(f.Type.Size()), nil
+	f, ok := lay.fields[field]
+	if !ok {
+		return 0, 0, fmt.Errorf("type %s in %s has no field %s", typName, ti.path, field)
+	}
+	if f.size < 0 {
+		return 0, 0, fmt.Errorf("field %s.%s in %s has no size", typName, field, ti.path)
+	}
+	return f.off, uint64(f.size), nil
+}
+
+// typeLayoutsSection names the section cache's entry that keeps the
+// layouts of the types a DWARF was asked about, so that a later run
+// parses none of them.
+const typeLayoutsSection = ".ompdi_typelayouts1"
+
+// saveLayouts stores the layouts known in the section cache when some
+// were found in this run. The image's Close calls it.
+func (ti *TypeIndex) saveLayouts() {
+	ti.mu.Lock()
+	defer ti.mu.Unlock()
+	if !ti.keyed || !ti.layoutsNew {
+		return
+	}
+	ti.layoutsNew = false
+	k := ti.key
+	k.Section = typeLayoutsSection
+	_ = ti.store.Put(k, encodeTypeLayouts(ti.layouts)) // a cache that cannot be written only costs time
+}
+
+// loadLayouts reads the layouts the section cache keeps, if any.
+func (ti *TypeIndex) loadLayouts() {
+	k := ti.key
+	k.Section = typeLayoutsSection
+	if b := ti.store.Get(k, sectioncache.AnySize); b != nil {
+		if lays, ok := decodeTypeLayouts(b); ok {
+			ti.layouts = lays
 		}
 	}
-	return 0, 0, fmt.Errorf("type %s in %s has no field %s", typName, ti.path, field)
+}
+
+// encodeTypeLayouts serializes layouts: the number of types, then for
+// each (in name order) its name, size, struct flag and fields (name,
+// offset, size), lengths and numbers as LEB128 (sizes zigzag-encoded).
+func encodeTypeLayouts(lays map[string]*typeLayout) []byte {
+	str := func(b []byte, s string) []byte {
+		return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+	}
+	names := slices.Sorted(maps.Keys(lays))
+	b := binary.AppendUvarint(nil, uint64(len(names)))
+	for _, n := range names {
+		lay := lays[n]
+		b = str(b, n)
+		b = binary.AppendVarint(b, lay.size)
+		flag := byte(0)
+		if lay.isStruct {
+			flag = 1
+		}
+		b = append(b, flag)
+		fields := slices.Sorted(maps.Keys(lay.fields))
+		b = binary.AppendUvarint(b, uint64(len(fields)))
+		for _, f := range fields {
+			b = str(b, f)
+			b = binary.AppendUvarint(b, lay.fields[f].off)
+			b = binary.AppendVarint(b, lay.fields[f].size)
+		}
+	}
+	return b
+}
+
+// decodeTypeLayouts reads what encodeTypeLayouts wrote; ok is false for
+// data that does not parse whole.
+func decodeTypeLayouts(b []byte) (map[string]*typeLayout, bool) {
+	bad := false
+	uv := func() uint64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			bad = true
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	sv := func() int64 {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			bad = true
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	str := func() string {
+		l := uv()
+		if bad || l > uint64(len(b)) {
+			bad = true
+			return ""
+		}
+		s := string(b[:l])
+		b = b[l:]
+		return s
+	}
+	count := uv()
+	if bad || count > uint64(len(b)) {
+		return nil, false
+	}
+	lays := make(map[string]*typeLayout, count)
+	for range count {
+		name := str()
+		lay := &typeLayout{size: sv()}
+		if bad || len(b) == 0 || b[0] > 1 {
+			return nil, false
+		}
+		lay.isStruct, b = b[0] == 1, b[1:]
+		nf := uv()
+		if bad || nf > uint64(len(b)) || (nf > 0 && !lay.isStruct) {
+			return nil, false
+		}
+		if lay.isStruct {
+			lay.fields = make(map[string]fieldLayout, nf)
+		}
+		for range nf {
+			f := str()
+			fl := fieldLayout{off: uv(), size: sv()}
+			if bad {
+				return nil, false
+			}
+			lay.fields[f] = fl
+		}
+		lays[name] = lay
+	}
+	return lays, !bad && len(b) == 0
 }
 
 // Limits on the types debug/dwarf's Data.Type reads for one type. It
