@@ -9,8 +9,11 @@ package stacks
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
 	"github.com/ompd-inspect/ompd-inspect/ompd"
@@ -111,24 +114,39 @@ func Unwind(rep *inspect.Report, t target.Target) *Walks {
 	b := &builder{rep: rep}
 	ths := t.Threads()
 	w := &Walks{threads: make([]walk, len(ths)), modules: t.Modules()}
-	for i, th := range ths {
-		wk := &w.threads[i]
-		wk.tid, wk.callAt = th.TID, -1
-		wk.frames, wk.stop = u.Unwind(th)
-		for j := range wk.frames {
-			f := &wk.frames[j]
-			if b.classify(f.Module) != inspect.KindUser {
-				continue
-			}
-			if j > 0 && !f.ExactPC() {
-				if callee, ok := unwind.CallTarget(t, f.PC); ok {
-					wk.callAt, wk.callee = j, callee
+	// The threads are walked on every CPU: the target is held stopped
+	// meanwhile, and most of a walk is waiting for its memory reads.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(ths)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(ths) {
+					return
+				}
+				wk := &w.threads[i]
+				wk.tid, wk.callAt = ths[i].TID, -1
+				wk.frames, wk.stop = u.Unwind(ths[i])
+				for j := range wk.frames {
+					f := &wk.frames[j]
+					if b.classify(f.Module) != inspect.KindUser {
+						continue
+					}
+					if j > 0 && !f.ExactPC() {
+						if callee, ok := unwind.CallTarget(t, f.PC); ok {
+							wk.callAt, wk.callee = j, callee
+						}
+					}
+					break
 				}
 			}
-			break
-		}
+		})
 	}
+	wg.Wait()
+	// Sorted: the order they were met in depends on the walks'.
 	w.warnings = u.Warnings()
+	slices.Sort(w.warnings)
 	return w
 }
 
