@@ -7,6 +7,9 @@
  * until they are all there, prints READY (aborts in abort mode,
  * LINE:abort), then spins at LINE:spin, never reaching the barrier.
  *
+ * FX_BALLAST=N (MiB) makes the process allocate and write N MiB first,
+ * so that a core of it is large (benchmarks of large cores).
+ *
  * READY keys: threads=WIDE
  */
 #include <omp.h>
@@ -25,6 +28,15 @@ int main(int argc, char **argv) {
     WIDE = atoi(env);
     if (WIDE < 2 || WIDE > MAX_WIDE)
       fx_fail("FX_WIDE=%s: want 2 to %d", env, MAX_WIDE);
+  }
+  const char *ballast = getenv("FX_BALLAST");
+  if (ballast != NULL) {
+    size_t mib = strtoul(ballast, NULL, 10);
+    char *b = malloc(mib << 20);
+    if (b == NULL)
+      fx_fail("FX_BALLAST=%s: cannot allocate it", ballast);
+    for (size_t i = 0; i < mib << 20; i += 4096)
+      b[i] = (char)(i >> 12 | 1); /* written: a core holds every page */
   }
 #pragma omp parallel num_threads(WIDE) /* LINE:parallel */
   {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -121,4 +122,47 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// coreStatsLine is the line --stats prints for a core file.
+var coreStatsLine = regexp.MustCompile(`read ([0-9.]+) ms; total .*peak RSS ([0-9.]+) MiB`)
+
+// BenchmarkLargeCore measures issue 15's bound on memory for a large core:
+// `ompd-inspect core FILE all --json` on a gcore of the wide fixture (4
+// threads, OMPD build) that first wrote 2100 MiB (FX_BALLAST), a core of
+// more than 2 GiB. It reports the peak RSS (peak-MiB, from --stats) and
+// the core's size (core-GiB).
+//
+//	go test -run '^$' -bench LargeCore -benchtime 3x ./cmd/ompd-inspect
+func BenchmarkLargeCore(b *testing.B) {
+	cliPath := builtCLI(b)
+	p := fixture.Start(b, "wide", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled", "FX_WIDE=4", "FX_BALLAST=2100"}})
+	core := p.Gcore(b)
+	fi, err := os.Stat(core)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if fi.Size() < 2<<30 {
+		b.Fatalf("the core has %d bytes, less than 2 GiB", fi.Size())
+	}
+	var rss float64
+	for b.Loop() {
+		cmd := exec.Command(cliPath, "core", core, "all", "--json", "--stats")
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("ompd-inspect: %v\n%s", err, stderr.String())
+		}
+		if n := strings.Count(stdout.String(), `"os_tid"`); n < 4 {
+			b.Fatalf("the report shows %d threads' ids, want the 4 threads'", n)
+		}
+		m := coreStatsLine.FindStringSubmatch(stderr.String())
+		if m == nil {
+			b.Fatalf("no stats line in %q", stderr.String())
+		}
+		r, _ := strconv.ParseFloat(m[2], 64)
+		rss = max(rss, r)
+	}
+	b.ReportMetric(rss, "peak-MiB")
+	b.ReportMetric(float64(fi.Size())/(1<<30), "core-GiB")
 }
