@@ -258,15 +258,20 @@ func viewArg(args []string) (string, error) {
 // attaching or attached ends ompd-inspect with one line, the target
 // released.
 func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) ([]*inspect.Report, error) {
-	popts := ptrace.Options{Interrupt: sigs, Prepare: inspect.PrepareImage}
+	// The files' work is done before the process is stopped: what Build
+	// needs, and what unwinding needs (some views unwind too, to infer
+	// states); the debug information that names frames only for the
+	// views that show them.
+	prepStacks := stacks.PrepareUnwind
 	if stackViews[view] {
-		popts.Prepare = func(im *elf.Image) {
-			var wg sync.WaitGroup
-			wg.Go(func() { inspect.PrepareImage(im) })
-			wg.Go(func() { stacks.PrepareImage(im) })
-			wg.Wait()
-		}
+		prepStacks = stacks.PrepareImage
 	}
+	popts := ptrace.Options{Interrupt: sigs, Prepare: func(im *elf.Image) {
+		var wg sync.WaitGroup
+		wg.Go(func() { inspect.PrepareImage(im) })
+		wg.Go(func() { prepStacks(im) })
+		wg.Wait()
+	}}
 	if vf.images != nil {
 		popts.Images = *vf.images
 	}
@@ -312,6 +317,10 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 	if err != nil {
 		return nil, err
 	}
+	// The process is released: a signal now ends ompd-inspect without
+	// closing the images the frames are being named from.
+	stop()
+	defer ptrace.ExitOnSignals(pid, sigs)()
 	return finishReports(read), nil
 }
 

@@ -133,7 +133,11 @@ func Unwind(rep *inspect.Report, t target.Target) *Walks {
 					if b.classify(f.Module) != inspect.KindUser {
 						continue
 					}
-					if j > 0 && !f.ExactPC() {
+					// By the module alone: naming may yet make _start or
+			// _init system code, whose calls are not looked at, so
+			// a user frame beyond them loses its call (no stack of
+			// an OpenMP thread has one there).
+			if j > 0 && !f.ExactPC() {
 						if callee, ok := unwind.CallTarget(t, f.PC); ok {
 							wk.callAt, wk.callee = j, callee
 						}
@@ -961,11 +965,25 @@ func indexModules[W any](walks []W, frames func(W) []unwind.Frame) {
 	wg.Wait()
 }
 
-// PrepareImage does on the file of one of a target's modules, before the
-// target is stopped, the work Unwind and Add will do on it when frames
-// land in it: its call frame information is parsed and its debug
-// information opened.
+// PrepareUnwind does on the file of one of a target's modules, before
+// the target is stopped, the work Unwind will do on it: its call frame
+// information is parsed (Unwind reports what cannot be read).
+func PrepareUnwind(im *elf.Image) {
+	_, _ = im.FrameEntries()
+}
+
+// PrepareImage does PrepareUnwind, and opens the debug information Add
+// names frames with, for the modules nearly every OpenMP thread's stack
+// passes through: the executable, the OpenMP runtime and the C library.
+// The other modules' are opened when frames land in them, after the
+// target is released: a process may map hundreds of libraries with debug
+// files.
 func PrepareImage(im *elf.Image) {
-	_, _ = im.FrameEntries() // Unwind reports what cannot be read
-	im.PrepareDWARF()
+	PrepareUnwind(im)
+	m := &target.Module{Name: im.Path, Image: im}
+	_, exe := im.Symbol("main")
+	_, libc := im.Symbol("__libc_start_main")
+	if exe || libc || inspect.FamilyOf(m) != nil {
+		im.PrepareDWARF()
+	}
 }

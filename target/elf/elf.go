@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -115,9 +116,10 @@ type Image struct {
 
 // derivedValue is one value of Derived, computed once.
 type derivedValue struct {
-	once sync.Once
-	v    any
-	done atomic.Bool // v is set
+	once     sync.Once
+	v        any
+	done     atomic.Bool // v is set
+	panicked any         // what compute panicked with, raised again for every caller
 }
 
 // Derived returns what compute derives from the image's file for key,
@@ -139,9 +141,17 @@ func (im *Image) Derived(key any, compute func() any) any {
 	}
 	im.derivedMu.Unlock()
 	d.once.Do(func() {
+		defer func() {
+			if p := recover(); p != nil {
+				d.panicked = p
+			}
+		}()
 		d.v = compute()
 		d.done.Store(true)
 	})
+	if d.panicked != nil {
+		panic(d.panicked)
+	}
 	return d.v
 }
 
@@ -551,6 +561,9 @@ func (im *Image) readRange(off, size uint64) ([]byte, error) {
 // guard runs f and turns a panic inside it (debug/elf and debug/dwarf can
 // still panic on some malformed inputs) into an error.
 func guard(f func() error) (err error) {
+	// A mapped section cache entry that faults (a file system that
+	// lost it) is an error too, not a crash.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("malformed data: %v", r)

@@ -44,7 +44,7 @@ type threadState struct {
 // process is always released.
 //
 // Attach runs ptrace requests on a new locked OS thread that exits on
-// Close. A child the caller started with a parent-death signal
+// Detach (or Close). A child the caller started with a parent-death signal
 // (SysProcAttr.Pdeathsig) gets that signal if it was forked by the thread
 // that becomes the tracing thread: start such children from a thread that
 // never exits.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -310,6 +311,9 @@ func (p *Process) openEarly(prepare func(*elf.Image)) {
 		return
 	}
 	p.early = make(map[string]image)
+	// As many at a time as there are CPUs: each may hold a module's
+	// debug information.
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for _, m := range mods {
 		if m.img == nil {
 			continue
@@ -323,6 +327,12 @@ func (p *Process) openEarly(prepare func(*elf.Image)) {
 			p.prepared.Add(1)
 			go func() {
 				defer p.prepared.Done()
+				slots <- struct{}{}
+				defer func() { <-slots }()
+				// A panic on a hostile file is not Prepare's to
+				// report: the same work, done again when the report
+				// needs it, fails there with one line.
+				defer func() { _ = recover() }()
 				prepare(im)
 			}()
 		}

@@ -283,7 +283,7 @@ func (p *Process) ReadPages(addr uint64, buf []byte) (int, error) {
 	return p.mem.ReadPages(addr, buf)
 }
 
-// errClosed is wrapped by reads after Close.
+// errClosed is wrapped by reads after Detach (or Close).
 var errClosed = errors.New("detached from the process")
 
 // Detach detaches from every thread and leaves the process as Attach

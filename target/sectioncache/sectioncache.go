@@ -14,12 +14,15 @@
 // see a partial one; the directory is kept under MaxBytes by removing the
 // least recently used entries.
 //
-// Get maps an entry rather than reading it: the data costs no copy and
-// no Go heap, and the kernel shares its pages with other runs. The
-// mapping is read-only and is never unmapped. No entry is ever written in
-// place (they are renamed into place, and removed by unlinking), so a
-// mapping stays valid; only a process of the same user that truncated an
-// entry could make a run fault, and such a process could also debug it.
+// On a local file system Get maps an entry rather than reading it: the
+// data costs no copy and no Go heap, and the kernel shares its pages with
+// other runs. The mapping is read-only and is never unmapped. No entry is
+// ever written in place (they are renamed into place, and removed by
+// unlinking), so a mapping stays valid; only a process of the same user
+// that truncated an entry could make a read of it fault (target/elf reads
+// debug sections with faults turned into errors). On a network file
+// system, where an entry another node replaced may fault, entries are
+// read.
 //
 // Besides sections, an entry may hold what was derived from a file (an
 // index of its type names, say): its data then has any size (AnySize).
@@ -31,8 +34,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -68,9 +73,10 @@ type Key struct {
 
 // Cache is an opened cache directory.
 type Cache struct {
-	dir string
-	uid int
-	max int64
+	dir    string
+	uid    int
+	max    int64
+	mapped bool // entries are mapped, not read (localFS)
 }
 
 // DefaultDir is where the cache lives: $XDG_CACHE_HOME/ompd-inspect/sections,
@@ -98,7 +104,28 @@ func Open(dir string, maxBytes int64) (*Cache, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
-	return &Cache{dir: resolved, uid: uid, max: maxBytes}, nil
+	return &Cache{dir: resolved, uid: uid, max: maxBytes, mapped: localFS(resolved)}, nil
+}
+
+// localFileSystems are the file systems (statfs f_type) whose files are
+// mapped: local ones, where a file renamed over or unlinked by another
+// run keeps its pages. On a network file system (an NFS home directory,
+// common on clusters) an entry another node replaced can fault when its
+// pages are read again: entries there are read instead.
+var localFileSystems = map[int64]bool{
+	0xEF53:     true, // ext2, ext3, ext4
+	0x58465342: true, // xfs
+	0x9123683E: true, // btrfs
+	0x01021994: true, // tmpfs
+	0x794C7630: true, // overlayfs
+	0x2FC12FC1: true, // zfs
+	0xF2F52010: true, // f2fs
+}
+
+// localFS reports whether dir lies on a local file system.
+func localFS(dir string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(dir, &st) == nil && localFileSystems[int64(st.Type)]
 }
 
 // Dir is the cache's directory.
@@ -174,21 +201,47 @@ func (c *Cache) Get(k Key, want uint64) []byte {
 		os.Remove(p)
 		return nil
 	}
-	buf, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_PRIVATE)
+	buf, unmap, err := c.load(f, fi.Size())
 	if err != nil {
 		os.Remove(p)
 		return nil
 	}
-	got, data := buf[:len(hdr)], buf[len(hdr):]
-	crc := binary.LittleEndian.Uint32(got[len(hdr)-4:])
-	if !bytes.Equal(got[:len(hdr)-4], hdr[:len(hdr)-4]) || crc32.Checksum(data, castagnoli) != crc {
-		unix.Munmap(buf)
+	if !valid(buf, hdr) {
+		unmap()
 		os.Remove(p)
 		return nil
 	}
+	data := buf[len(hdr):]
 	now := time.Now()
 	os.Chtimes(p, now, now) // recently used
 	return data
+}
+
+// load maps or reads the n bytes of the entry f; unmap releases a
+// mapping (it does nothing for data read).
+func (c *Cache) load(f *os.File, n int64) (buf []byte, unmap func(), err error) {
+	if !c.mapped {
+		buf = make([]byte, n)
+		_, err = io.ReadFull(f, buf)
+		return buf, func() {}, err
+	}
+	buf, err = unix.Mmap(int(f.Fd()), 0, int(n), unix.PROT_READ, unix.MAP_PRIVATE)
+	return buf, func() { unix.Munmap(buf) }, err
+}
+
+// valid reports whether the entry buf starts with the header hdr (but for
+// its checksum) and its data has the header's checksum. A fault while
+// reading a mapping (the file was cut short meanwhile) is a mismatch.
+func valid(buf, hdr []byte) (ok bool) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	got, data := buf[:len(hdr)], buf[len(hdr):]
+	crc := binary.LittleEndian.Uint32(got[len(hdr)-4:])
+	return bytes.Equal(got[:len(hdr)-4], hdr[:len(hdr)-4]) && crc32.Checksum(data, castagnoli) == crc
 }
 
 // Put stores section k's decompressed data. Problems are returned for

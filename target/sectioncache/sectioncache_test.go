@@ -290,3 +290,32 @@ func TestBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestReadNotMapped: on a file system not known to be local, entries are
+// read rather than mapped, with the same checks.
+func TestReadNotMapped(t *testing.T) {
+	if localFS("/proc") {
+		t.Fatal("/proc taken for a local file system whose files may be mapped")
+	}
+	c := open(t, 0)
+	c.mapped = false
+	k, d := key(".debug_str"), data(9000, 5)
+	if err := c.Put(k, d); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Get(k, uint64(len(d))); !bytes.Equal(got, d) {
+		t.Fatalf("Get: %d bytes, not the data", len(got))
+	}
+	p := filepath.Join(c.Dir(), name(k))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 1
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Get(k, AnySize); got != nil {
+		t.Fatalf("Get of a damaged entry = %d bytes", len(got))
+	}
+}
