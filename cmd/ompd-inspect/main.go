@@ -560,4 +560,3 @@ func show(w io.Writer, rep *inspect.Report, view string, vf viewFlags) error {
 	}
 	return nil
 }
-

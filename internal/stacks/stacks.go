@@ -134,10 +134,10 @@ func Unwind(rep *inspect.Report, t target.Target) *Walks {
 						continue
 					}
 					// By the module alone: naming may yet make _start or
-			// _init system code, whose calls are not looked at, so
-			// a user frame beyond them loses its call (no stack of
-			// an OpenMP thread has one there).
-			if j > 0 && !f.ExactPC() {
+					// _init system code, whose calls are not looked at, so
+					// a user frame beyond them loses its call (no stack of
+					// an OpenMP thread has one there).
+					if j > 0 && !f.ExactPC() {
 						if callee, ok := unwind.CallTarget(t, f.PC); ok {
 							wk.callAt, wk.callee = j, callee
 						}
