@@ -80,6 +80,7 @@ type builder struct {
 	// threads that run the same code.
 	names map[nameKey]phys
 	tails map[tailKey][]phys
+	pcs   map[uint64]*string // frames' pc strings, shared (pcString)
 }
 
 // Walks are the native stacks of a target's threads, unwound while it was
@@ -636,13 +637,26 @@ func (b *builder) regionMarker(ts *threadStack, r *inspect.Region, atEnd bool) i
 
 // frames returns frame i of ts as shown: the functions inlined at its pc
 // (innermost first), then the function itself.
-func (b *builder) frames(ts *threadStack, i int) []inspect.Frame {
+func (b *builder) frames(out []inspect.Frame, ts *threadStack, i int) []inspect.Frame {
 	p := ts.frames[i]
-	out := make([]inspect.Frame, 0, len(p.inlined)+1)
+	pc := b.pcString(p.pc)
 	for _, in := range p.inlined {
-		out = append(out, inspect.Frame{Kind: p.kind, Thread: ts.tid, PC: hex(p.pc), Function: in.Function, File: in.File, Line: in.Line, Inlined: true})
+		out = append(out, inspect.Frame{Kind: p.kind, Thread: ts.tid, PC: pc, Function: in.Function, File: in.File, Line: in.Line, Inlined: true})
 	}
-	return append(out, inspect.Frame{Kind: p.kind, Thread: ts.tid, PC: hex(p.pc), Function: p.function, File: p.file, Line: p.line, TailCall: p.tail})
+	return append(out, inspect.Frame{Kind: p.kind, Thread: ts.tid, PC: pc, Function: p.function, File: p.file, Line: p.line, TailCall: p.tail})
+}
+
+// pcString is hex(pc), one string per address for all the frames at it.
+func (b *builder) pcString(pc uint64) *string {
+	s := b.pcs[pc]
+	if s == nil {
+		if b.pcs == nil {
+			b.pcs = map[uint64]*string{}
+		}
+		s = hex(pc)
+		b.pcs[pc] = s
+	}
+	return s
 }
 
 // logical returns the logical stack of ts from frame from on: its frames,
@@ -672,7 +686,7 @@ func (b *builder) logical(ts *threadStack, from, hops int, used map[string]bool)
 			ending = nil
 		}
 		p := ts.frames[i]
-		out = append(out, b.frames(ts, i)...)
+		out = b.frames(out, ts, i)
 		if construct, k, ok := b.taskAt(ts, i, used); ok {
 			out = append(out, b.taskMarker(ts, i, construct, k))
 			continue
@@ -693,7 +707,7 @@ func (b *builder) logical(ts *threadStack, from, hops int, used map[string]bool)
 		// A worker: the rest of its own stack is the runtime's thread
 		// pool; the region was encountered by the team's thread 0.
 		for j := i + 1; j < len(ts.frames); j++ {
-			out = append(out, b.frames(ts, j)...)
+			out = b.frames(out, ts, j)
 		}
 		return append(out, b.hop(r, hops, used)...)
 	}
