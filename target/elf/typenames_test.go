@@ -58,16 +58,21 @@ func TestTypeNamesCache(t *testing.T) {
 	}
 	want := map[string]layout{"alpha.x": {0, 4}, "alpha.y": {8, 8}, "beta_t.c": {0, 1}, "beta_t.d": {8, 8}, "beta.s": {16, 2}, "sizeof beta_t": {0, 24}}
 
+	// types opens prog with the cache seen through cc and its type index.
+	types := func(cc *countingCache) (*Image, *TypeIndex) {
+		im, err := OpenWith(prog, OpenOptions{Sections: cc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { im.Close() })
+		ti, err := im.Types()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return im, ti
+	}
 	first := &countingCache{c: c}
-	im1, err := OpenWith(prog, OpenOptions{Sections: first})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer im1.Close()
-	ti1, err := im1.Types()
-	if err != nil {
-		t.Fatal(err)
-	}
+	im1, ti1 := types(first)
 	if again, _ := im1.Types(); again != ti1 {
 		t.Fatal("Types made a second index for the same image")
 	}
@@ -89,15 +94,7 @@ func TestTypeNamesCache(t *testing.T) {
 	}
 
 	second := &countingCache{c: c}
-	im2, err := OpenWith(prog, OpenOptions{Sections: second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer im2.Close()
-	ti2, err := im2.Types()
-	if err != nil {
-		t.Fatal(err)
-	}
+	im2, ti2 := types(second)
 	if !slices.Contains(second.hits, typeNamesSection) || !slices.Contains(second.hits, typeLayoutsSection) {
 		t.Fatalf("second run read %v from the cache, want %s and %s", second.hits, typeNamesSection, typeLayoutsSection)
 	}
