@@ -964,7 +964,9 @@ func indexModules[W any](walks []W, frames func(W) []unwind.Frame) {
 		for _, f := range frames(w) {
 			if m := f.Module; m != nil && m.Image != nil && !seen[m.Image] {
 				seen[m.Image] = true
-				images = append(images, m.Image)
+				if !m.Image.FramesCached() { // a warm run may not need it
+					images = append(images, m.Image)
+				}
 			}
 		}
 	}
@@ -988,16 +990,17 @@ func PrepareUnwind(im *elf.Image) {
 
 // PrepareImage does PrepareUnwind, and opens the debug information Add
 // names frames with, for the modules nearly every OpenMP thread's stack
-// passes through: the executable, the OpenMP runtime and the C library.
-// The other modules' are opened when frames land in them, after the
-// target is released: a process may map hundreds of libraries with debug
-// files.
+// passes through: the executable, the OpenMP runtime and the C library
+// (unless the frame cache holds its answers: its DWARF is by far the
+// largest, and a warm run may not need it). The other modules' are
+// opened when frames land in them, after the target is released: a
+// process may map hundreds of libraries with debug files.
 func PrepareImage(im *elf.Image) {
 	PrepareUnwind(im)
 	m := &target.Module{Name: im.Path, Image: im}
 	_, exe := im.Symbol("main")
 	_, libc := im.Symbol("__libc_start_main")
-	if exe || libc || inspect.FamilyOf(m) != nil {
+	if exe || inspect.FamilyOf(m) != nil || (libc && !im.FramesCached()) {
 		im.PrepareDWARF()
 	}
 }

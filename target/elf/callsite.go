@@ -387,6 +387,20 @@ func appendUnique(list []uint64, v uint64) []uint64 {
 // when the image's call sites could not all be indexed. Calls into other
 // images (through the PLT) are not followed.
 func (im *Image) TailCalls(returnPC, calleePC uint64) []TailCallFrame {
+	fc := im.frameCacheOf()
+	if fc == nil {
+		return im.tailCalls(returnPC, calleePC)
+	}
+	if t, ok := fc.lookupTails(returnPC, calleePC); ok {
+		return t
+	}
+	t := im.tailCalls(returnPC, calleePC)
+	fc.addTails(returnPC, calleePC, t)
+	return t
+}
+
+// tailCalls is TailCalls without the cache.
+func (im *Image) tailCalls(returnPC, calleePC uint64) []TailCallFrame {
 	idx := im.indexAt(returnPC - 1)
 	if idx == nil || idx.callsIncomplete {
 		return nil

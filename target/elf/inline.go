@@ -63,7 +63,24 @@ type inlineNode struct {
 // At the first instruction of an inlined body the inlined frame is
 // included (as addr2line does; gdb hides it when it has just stopped
 // there at a breakpoint).
+//
+// Answers are kept in the section cache (see frameCache): a later run
+// gets them without opening the DWARF.
 func (im *Image) FramesAt(addr uint64) []SourceFrame {
+	fc := im.frameCacheOf()
+	if fc == nil {
+		return im.framesAt(addr)
+	}
+	if sf, ok := fc.lookupFrames(addr); ok {
+		return sf
+	}
+	sf := im.framesAt(addr)
+	fc.addFrames(addr, sf)
+	return sf
+}
+
+// framesAt is FramesAt without the cache.
+func (im *Image) framesAt(addr uint64) []SourceFrame {
 	name, fok := im.FuncAt(addr)
 	file, line, lok := im.LineAt(addr)
 	if !fok && !lok {

@@ -1,0 +1,280 @@
+package elf
+
+import (
+	"encoding/binary"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/ompd-inspect/ompd-inspect/target/sectioncache"
+)
+
+// The frame cache keeps what FramesAt and TailCalls answered for an image
+// with DWARF across runs, in the section cache: a warm run names the
+// frames it saw before without opening the DWARF (libc's debug file takes
+// most of a small report's time to open). An answer depends only on the
+// image's file and its DWARF's file, which the entry's key and header
+// name; answers are kept only from runs whose DWARF gave no error.
+
+// framesSection names the section cache's entry of an image's answers.
+const framesSection = ".ompdi_frames1"
+
+// maxCachedAnswers bounds the answers kept for one image.
+const maxCachedAnswers = 1 << 14
+
+// frameCache is an image's cached answers.
+type frameCache struct {
+	mu     sync.Mutex
+	im     *Image
+	store  SectionCache
+	key    sectioncache.Key
+	src    fileIdentity // the DWARF's file, checked against the entry's
+	frames map[uint64][]SourceFrame
+	tails  map[[2]uint64][]TailCallFrame
+	added  bool // answers were added in this run
+}
+
+// fileIdentity names a file's contents: device, inode, size, modification
+// and change times.
+type fileIdentity [5]uint64
+
+func (im *Image) identity() fileIdentity {
+	return fileIdentity{im.dev, im.ino, uint64(im.size), uint64(im.mtime), uint64(im.ctime)}
+}
+
+// framesKey keys an image's frame cache (Derived).
+type framesKey struct{}
+
+// frameCacheOf returns the image's frame cache, loaded on first use; nil
+// when the image has no section cache, no build-id or no DWARF.
+func (im *Image) frameCacheOf() *frameCache {
+	fc, _ := im.Derived(framesKey{}, func() any {
+		if im.sections == nil || im.buildID == "" || im.ino == 0 {
+			return (*frameCache)(nil)
+		}
+		src := im
+		if !im.hasDWARF() {
+			sep, err := im.separate()
+			if err != nil || !sep.hasDWARF() || sep.ino == 0 {
+				return (*frameCache)(nil)
+			}
+			src = sep
+		}
+		fc := &frameCache{im: im, store: im.sections, src: src.identity(),
+			frames: map[uint64][]SourceFrame{}, tails: map[[2]uint64][]TailCallFrame{}}
+		fc.key = sectioncache.Key{BuildID: im.buildID, Section: framesSection, FileDev: im.dev, FileIno: im.ino,
+			FileSize: im.size, FileModTime: im.mtime, FileChangeTime: im.ctime}
+		if b := fc.store.Get(fc.key, sectioncache.AnySize); b != nil {
+			if frames, tails, ok := decodeAnswers(b, fc.src); ok {
+				fc.frames, fc.tails = frames, tails
+			}
+		}
+		return fc
+	}).(*frameCache)
+	return fc
+}
+
+// FramesCached reports whether the section cache held answers for the
+// image: frames seen before may then be named without its DWARF.
+func (im *Image) FramesCached() bool {
+	fc := im.frameCacheOf()
+	if fc == nil {
+		return false
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	return len(fc.frames) > 0 && !fc.added
+}
+
+func (fc *frameCache) lookupFrames(addr uint64) ([]SourceFrame, bool) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	sf, ok := fc.frames[addr]
+	return sf, ok
+}
+
+func (fc *frameCache) addFrames(addr uint64, sf []SourceFrame) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if len(fc.frames)+len(fc.tails) < maxCachedAnswers {
+		fc.frames[addr] = sf
+		fc.added = true
+	}
+}
+
+func (fc *frameCache) lookupTails(ret, callee uint64) ([]TailCallFrame, bool) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	t, ok := fc.tails[[2]uint64{ret, callee}]
+	return t, ok
+}
+
+func (fc *frameCache) addTails(ret, callee uint64, t []TailCallFrame) {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if len(fc.frames)+len(fc.tails) < maxCachedAnswers {
+		fc.tails[[2]uint64{ret, callee}] = t
+		fc.added = true
+	}
+}
+
+// onClose keeps the answers in the section cache when some were added and
+// the image's DWARF gave no error (a budget that tripped, a malformed
+// unit: answers that a clean run would give otherwise).
+func (fc *frameCache) onClose() {
+	if fc == nil {
+		return // the image has no cache of answers
+	}
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if !fc.added || !fc.im.dwarfClean() {
+		return
+	}
+	fc.added = false
+	_ = fc.store.Put(fc.key, encodeAnswers(fc.src, fc.frames, fc.tails)) // a cache that cannot be written only costs time
+}
+
+// dwarfClean reports whether the image's DWARF, if opened, gave no error.
+// Call it when no lookup runs any more (Close): it stops a later open.
+func (im *Image) dwarfClean() bool {
+	im.dwOnce.Do(func() {}) // waits for an open in progress
+	dd := im.dw
+	if dd == nil {
+		return im.dwErr == nil
+	}
+	dd.mu.Lock()
+	defer dd.mu.Unlock()
+	return dd.openErr == nil && !dd.exhausted && len(dd.errs) == 0
+}
+
+// encodeAnswers serializes answers: the DWARF file's identity, then the
+// frames by address and the tail calls by address pair, in address
+// order; numbers and lengths as LEB128.
+func encodeAnswers(src fileIdentity, frames map[uint64][]SourceFrame, tails map[[2]uint64][]TailCallFrame) []byte {
+	var b []byte
+	u := func(v uint64) { b = binary.AppendUvarint(b, v) }
+	str := func(s string) { u(uint64(len(s))); b = append(b, s...) }
+	for _, v := range src {
+		u(v)
+	}
+	addrs := slices.Sorted(maps.Keys(frames))
+	u(uint64(len(addrs)))
+	for _, a := range addrs {
+		u(a)
+		u(uint64(len(frames[a])))
+		for _, f := range frames[a] {
+			str(f.Function)
+			str(f.File)
+			u(uint64(f.Line))
+			if f.Inlined {
+				u(1)
+			} else {
+				u(0)
+			}
+		}
+	}
+	pairs := slices.SortedFunc(maps.Keys(tails), func(x, y [2]uint64) int {
+		if x[0] != y[0] {
+			return cmpUint(x[0], y[0])
+		}
+		return cmpUint(x[1], y[1])
+	})
+	u(uint64(len(pairs)))
+	for _, p := range pairs {
+		u(p[0])
+		u(p[1])
+		u(uint64(len(tails[p])))
+		for _, t := range tails[p] {
+			u(t.PC)
+			str(t.Function)
+			str(t.File)
+			u(uint64(t.Line))
+		}
+	}
+	return b
+}
+
+func cmpUint(x, y uint64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// decodeAnswers reads what encodeAnswers wrote; ok is false for data that
+// does not parse whole or describes another DWARF file than src.
+func decodeAnswers(b []byte, src fileIdentity) (frames map[uint64][]SourceFrame, tails map[[2]uint64][]TailCallFrame, ok bool) {
+	bad := false
+	u := func() uint64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			bad = true
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	// count reads a number of items, each taking at least one byte.
+	count := func() uint64 {
+		n := u()
+		if n > uint64(len(b)) {
+			bad = true
+			return 0
+		}
+		return n
+	}
+	str := func() string {
+		n := count()
+		if bad {
+			return ""
+		}
+		s := string(b[:n])
+		b = b[n:]
+		return s
+	}
+	line := func() int {
+		v := u()
+		if v > 1<<31 {
+			bad = true
+		}
+		return int(v)
+	}
+	for _, v := range src {
+		if u() != v {
+			return nil, nil, false
+		}
+	}
+	frames = map[uint64][]SourceFrame{}
+	for n := count(); n > 0 && !bad; n-- {
+		a := u()
+		var sf []SourceFrame
+		for k := count(); k > 0 && !bad; k-- {
+			f := SourceFrame{Function: str(), File: str(), Line: line()}
+			switch u() {
+			case 0:
+			case 1:
+				f.Inlined = true
+			default:
+				bad = true
+			}
+			sf = append(sf, f)
+		}
+		frames[a] = sf
+	}
+	tails = map[[2]uint64][]TailCallFrame{}
+	for n := count(); n > 0 && !bad; n-- {
+		p := [2]uint64{u(), u()}
+		var ts []TailCallFrame
+		for k := count(); k > 0 && !bad; k-- {
+			ts = append(ts, TailCallFrame{PC: u(), Function: str(), File: str(), Line: line()})
+		}
+		tails[p] = ts
+	}
+	if bad || len(b) != 0 {
+		return nil, nil, false
+	}
+	return frames, tails, true
+}
