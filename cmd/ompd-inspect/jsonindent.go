@@ -7,17 +7,31 @@ import (
 )
 
 // writeJSON writes v as indented JSON (two spaces, as json.Encoder with
-// SetIndent("", "  ") writes it) followed by a newline.
+// SetIndent("", "  ") writes it) followed by a newline. The indented text
+// is written as it is made, 64 KiB at a time: a report of a thousand
+// threads is several megabytes.
 func writeJSON(w io.Writer, v any) error {
 	compact, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	out := indentJSON(make([]byte, 0, len(compact)*2), compact)
-	out = append(out, '\n')
-	_, err = w.Write(out)
+	var werr error
+	buf := indentJSON(make([]byte, 0, 2*jsonChunk), compact, func(b []byte) []byte {
+		if len(b) < jsonChunk || werr != nil {
+			return b
+		}
+		_, werr = w.Write(b)
+		return b[:0]
+	})
+	if werr != nil {
+		return werr
+	}
+	_, err = w.Write(append(buf, '\n'))
 	return err
 }
+
+// jsonChunk is how much indented JSON writeJSON gathers before it writes.
+const jsonChunk = 64 << 10
 
 // indentJSON appends to dst the compact JSON src (as json.Marshal writes
 // it: no space outside strings) indented as json.Indent indents it with
@@ -25,10 +39,16 @@ func writeJSON(w io.Writer, v any) error {
 // of its own, "{}" and "[]" for empty ones, ": " after a key. It is
 // json.Indent without its validating scanner, several times faster on a
 // report of a thousand threads; src must be Marshal's output.
-func indentJSON(dst, src []byte) []byte {
+//
+// flush, when not nil, is given dst after each line and returns what dst
+// goes on from (dst itself, or dst[:0] once it has written it).
+func indentJSON(dst, src []byte, flush func([]byte) []byte) []byte {
 	depth := 0
 	open := false // the last byte opened an object or array
 	newline := func() {
+		if flush != nil {
+			dst = flush(dst)
+		}
 		dst = append(dst, '\n')
 		for range depth {
 			dst = append(dst, ' ', ' ')

@@ -69,15 +69,35 @@ func TestWriteJSON(t *testing.T) {
 	for range 2000 {
 		values = append(values, random(0))
 	}
+	// Larger than writeJSON's chunk: written in several pieces.
+	var big []any
+	for range 2000 {
+		big = append(big, random(0), strs)
+	}
+	values = append(values, big)
 	for i, v := range values {
-		var got bytes.Buffer
+		var got countingWriter
 		if err := writeJSON(&got, v); err != nil {
 			t.Fatal(err)
 		}
 		if want := encoderJSON(t, v); got.String() != want {
 			t.Fatalf("value %d: writeJSON wrote\n%s\njson.Encoder writes\n%s", i, got.String(), want)
 		}
+		if i == len(values)-1 && (got.writes < 2 || got.Len() < 2*jsonChunk) {
+			t.Errorf("the large value: %d bytes in %d writes; want more than %d bytes in pieces", got.Len(), got.writes, 2*jsonChunk)
+		}
 	}
+}
+
+// countingWriter is a bytes.Buffer that counts its Write calls.
+type countingWriter struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
 }
 
 // FuzzIndentJSON: for any valid JSON, indentJSON of its compact form is
@@ -97,7 +117,7 @@ func FuzzIndentJSON(f *testing.F) {
 		if err := json.Indent(&want, compact.Bytes(), "", "  "); err != nil {
 			t.Fatal(err)
 		}
-		got := indentJSON(nil, compact.Bytes())
+		got := indentJSON(nil, compact.Bytes(), nil)
 		if string(got) != want.String() {
 			t.Fatalf("indentJSON(%s):\n%s\njson.Indent:\n%s", compact.String(), got, strings.TrimSpace(want.String()))
 		}
