@@ -55,7 +55,16 @@ type viewFlags struct {
 	times *phaseTimes
 }
 
+// memoryLimit is the Go heap ompd-inspect asks the runtime to stay near
+// (a soft limit: the collector works harder as the heap nears it) unless
+// GOMEMLIMIT says otherwise. A report of a thousand threads then peaks
+// under 64 MiB; see docs/benchmarks.md.
+const memoryLimit = 48 << 20
+
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
