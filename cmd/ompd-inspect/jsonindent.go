@@ -17,7 +17,10 @@ func writeJSON(w io.Writer, v any) error {
 	}
 	var werr error
 	buf := indentJSON(make([]byte, 0, 2*jsonChunk), compact, func(b []byte) []byte {
-		if len(b) < jsonChunk || werr != nil {
+		if werr != nil {
+			return b[:0] // the rest is lost: make no more of it
+		}
+		if len(b) < jsonChunk {
 			return b
 		}
 		_, werr = w.Write(b)

@@ -13,10 +13,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -55,17 +57,36 @@ type viewFlags struct {
 	times *phaseTimes
 }
 
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
 // memoryLimit is the Go heap ompd-inspect asks the runtime to stay near
-// (a soft limit: the collector works harder as the heap nears it) unless
-// GOMEMLIMIT says otherwise. A report of a thousand threads then peaks
-// under 64 MiB; see docs/benchmarks.md.
+// once the target is read (a soft limit: the collector works harder as
+// the heap nears it), unless GOMEMLIMIT says otherwise. A report of a
+// thousand threads then peaks under 64 MiB; see docs/benchmarks.md.
 const memoryLimit = 48 << 20
 
-func main() {
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(memoryLimit)
+// memoryHeadroom is how far above the live heap the limit stays at least:
+// a limit at the live heap would keep the collector running.
+const memoryHeadroom = 16 << 20
+
+// boundHeap sets the soft memory limit for the rest of the run: the
+// larger of memoryLimit and the live heap plus memoryHeadroom (a program
+// with large uncompressed debug information keeps more alive). It is set
+// only after the target is read, so that the collector never lengthens
+// a stop.
+func boundHeap() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
 	}
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	limit := int64(memoryLimit)
+	if live[0].Value.Kind() == metrics.KindUint64 {
+		limit = max(limit, int64(live[0].Value.Uint64())+memoryHeadroom)
+	}
+	debug.SetMemoryLimit(limit)
 }
 
 // run executes the command line and returns the exit code. A panic is
@@ -277,9 +298,21 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 	}
 	popts := ptrace.Options{Interrupt: sigs, Prepare: func(im *elf.Image) {
 		var wg sync.WaitGroup
-		wg.Go(func() { inspect.PrepareImage(im) })
-		wg.Go(func() { prepStacks(im) })
+		var failed atomic.Pointer[any]
+		for _, prep := range []func(*elf.Image){inspect.PrepareImage, prepStacks} {
+			wg.Go(func() {
+				defer func() {
+					if p := recover(); p != nil {
+						failed.CompareAndSwap(nil, &p)
+					}
+				}()
+				prep(im)
+			})
+		}
 		wg.Wait()
+		if p := failed.Load(); p != nil {
+			panic(*p) // Attach recovers it: the work is redone, and reported, when needed
+		}
 	}}
 	if vf.images != nil {
 		popts.Images = *vf.images
@@ -381,10 +414,11 @@ func readReports(t target.Target, src inspect.Source, view string, vf viewFlags)
 	return out, nil
 }
 
-// finishReports names and places the frames of the stacks read and
-// analyzes the waits. The target may have resumed; its modules' images
+// finishReports bounds the heap (boundHeap), names and places the frames
+// of the stacks read and analyzes the waits. The target may have resumed; its modules' images
 // must still be open.
 func finishReports(read []readReport) []*inspect.Report {
+	boundHeap()
 	var reps []*inspect.Report
 	for _, r := range read {
 		if r.walks != nil {

@@ -119,8 +119,14 @@ func Unwind(rep *inspect.Report, t target.Target) *Walks {
 	// meanwhile, and most of a walk is waiting for its memory reads.
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	var failed atomic.Pointer[any] // a walk's panic, raised again below
 	for range min(runtime.GOMAXPROCS(0), len(ths)) {
 		wg.Go(func() {
+			defer func() {
+				if p := recover(); p != nil {
+					failed.CompareAndSwap(nil, &p)
+				}
+			}()
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(ths) {
@@ -149,6 +155,10 @@ func Unwind(rep *inspect.Report, t target.Target) *Walks {
 		})
 	}
 	wg.Wait()
+	if p := failed.Load(); p != nil {
+		// On the caller's goroutine, whose recover releases the target.
+		panic(*p)
+	}
 	// Sorted: the order they were met in depends on the walks'.
 	w.warnings = u.Warnings()
 	slices.Sort(w.warnings)
@@ -962,11 +972,15 @@ func indexModules[W any](walks []W, frames func(W) []unwind.Frame) {
 	var images []*elf.Image
 	for _, w := range walks {
 		for _, f := range frames(w) {
-			if m := f.Module; m != nil && m.Image != nil && !seen[m.Image] {
+			m := f.Module
+			if m == nil || m.Image == nil || seen[m.Image] || f.LookupPC() < m.Bias {
+				continue
+			}
+			// An image whose answers the frame cache holds for every
+			// frame is not opened: a warm run may not need it.
+			if !m.Image.FramesCachedAt(f.LookupPC() - m.Bias) {
 				seen[m.Image] = true
-				if !m.Image.FramesCached() { // a warm run may not need it
-					images = append(images, m.Image)
-				}
+				images = append(images, m.Image)
 			}
 		}
 	}

@@ -96,6 +96,9 @@ type Image struct {
 	syms    atomic.Pointer[symIndex]
 	symErr  error
 	symMu   sync.Mutex // serializes AddSymbols
+	// symsAdded is set once AddSymbols added symbols: names found then
+	// are not the file's alone, and the frame cache is left alone.
+	symsAdded atomic.Bool
 
 	sepOnce sync.Once
 	sep     *Image

@@ -46,8 +46,12 @@ func (im *Image) identity() fileIdentity {
 type framesKey struct{}
 
 // frameCacheOf returns the image's frame cache, loaded on first use; nil
-// when the image has no section cache, no build-id or no DWARF.
+// when the image has no section cache, no build-id or no DWARF, or when
+// symbols were added to it (AddSymbols: answers then depend on them).
 func (im *Image) frameCacheOf() *frameCache {
+	if im.symsAdded.Load() {
+		return nil
+	}
 	fc, _ := im.Derived(framesKey{}, func() any {
 		if im.sections == nil || im.buildID == "" || im.ino == 0 {
 			return (*frameCache)(nil)
@@ -65,13 +69,28 @@ func (im *Image) frameCacheOf() *frameCache {
 		fc.key = sectioncache.Key{BuildID: im.buildID, Section: framesSection, FileDev: im.dev, FileIno: im.ino,
 			FileSize: im.size, FileModTime: im.mtime, FileChangeTime: im.ctime}
 		if b := fc.store.Get(fc.key, sectioncache.AnySize); b != nil {
-			if frames, tails, ok := decodeAnswers(b, fc.src); ok {
+			var frames map[uint64][]SourceFrame
+			var tails map[[2]uint64][]TailCallFrame
+			ok := false
+			// A mapped entry that faults is no entry.
+			if guard(func() error { frames, tails, ok = decodeAnswers(b, fc.src); return nil }) == nil && ok {
 				fc.frames, fc.tails = frames, tails
 			}
 		}
 		return fc
 	}).(*frameCache)
 	return fc
+}
+
+// FramesCachedAt reports whether the frame cache holds FramesAt's answer
+// for the link-time address addr.
+func (im *Image) FramesCachedAt(addr uint64) bool {
+	fc := im.frameCacheOf()
+	if fc == nil {
+		return false
+	}
+	_, ok := fc.lookupFrames(addr)
+	return ok
 }
 
 // FramesCached reports whether the section cache held answers for the
@@ -127,16 +146,20 @@ func (fc *frameCache) onClose() {
 	}
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	if !fc.added || !fc.im.dwarfClean() {
+	if !fc.added || !fc.im.dwarfClean() || fc.im.symsAdded.Load() {
 		return
 	}
 	fc.added = false
 	_ = fc.store.Put(fc.key, encodeAnswers(fc.src, fc.frames, fc.tails)) // a cache that cannot be written only costs time
 }
 
-// dwarfClean reports whether the image's DWARF, if opened, gave no error.
-// Call it when no lookup runs any more (Close): it stops a later open.
+// dwarfClean reports whether the image's DWARF, if opened, and its
+// symbols, if read, gave no error. Call it when no lookup runs any more
+// (Close): it stops a later open.
 func (im *Image) dwarfClean() bool {
+	if im.LoadSymbols() != nil { // read already, whenever answers were added
+		return false
+	}
 	im.dwOnce.Do(func() {}) // waits for an open in progress
 	dd := im.dw
 	if dd == nil {

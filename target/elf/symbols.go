@@ -307,6 +307,7 @@ func (im *Image) symbols() *symIndex { return im.syms.Load() }
 // call while other goroutines look symbols up.
 func (im *Image) AddSymbols(add []Sym) {
 	im.LoadSymbols()
+	im.symsAdded.Store(true) // answers now depend on more than the file
 	im.symMu.Lock()
 	defer im.symMu.Unlock()
 	old := im.symbols()

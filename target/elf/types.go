@@ -69,7 +69,10 @@ func NewTypeIndex(im *Image) (*TypeIndex, error) {
 	if ti.keyed {
 		ti.loadLayouts()
 		if b := ti.store.Get(ti.key, sectioncache.AnySize); b != nil {
-			if names, ok := decodeTypeNames(b, ti.infoSize); ok {
+			var names map[string]dwarf.Offset
+			ok := false
+			// A mapped entry that faults is no entry.
+			if guard(func() error { names, ok = decodeTypeNames(b, ti.infoSize); return nil }) == nil && ok {
 				ti.names, ti.next, ti.stored = names, len(ti.units), true
 			}
 		}
@@ -132,7 +135,7 @@ func decodeTypeNames(b []byte, infoSize uint64) (map[string]dwarf.Offset, bool) 
 	if !ok || count > uint64(len(b)) {
 		return nil, false
 	}
-	names := make(map[string]dwarf.Offset, count)
+	names := make(map[string]dwarf.Offset, min(count, 4096))
 	for range count {
 		l, ok := next()
 		if !ok || l > uint64(len(b)) {
@@ -412,7 +415,10 @@ func (ti *TypeIndex) loadLayouts() {
 	k := ti.key
 	k.Section = typeLayoutsSection
 	if b := ti.store.Get(k, sectioncache.AnySize); b != nil {
-		if lays, ok := decodeTypeLayouts(b); ok {
+		var lays map[string]*typeLayout
+		ok := false
+		// A mapped entry that faults is no entry.
+		if guard(func() error { lays, ok = decodeTypeLayouts(b); return nil }) == nil && ok {
 			ti.layouts = lays
 		}
 	}
@@ -483,7 +489,7 @@ func decodeTypeLayouts(b []byte) (map[string]*typeLayout, bool) {
 	if bad || count > uint64(len(b)) {
 		return nil, false
 	}
-	lays := make(map[string]*typeLayout, count)
+	lays := make(map[string]*typeLayout, min(count, 4096))
 	for range count {
 		name := str()
 		lay := &typeLayout{size: sv()}
@@ -496,7 +502,7 @@ func decodeTypeLayouts(b []byte) (map[string]*typeLayout, bool) {
 			return nil, false
 		}
 		if lay.isStruct {
-			lay.fields = make(map[string]fieldLayout, nf)
+			lay.fields = make(map[string]fieldLayout, min(nf, 4096))
 		}
 		for range nf {
 			f := str()
