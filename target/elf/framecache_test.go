@@ -75,6 +75,23 @@ func TestFrameCache(t *testing.T) {
 	if err := im2.Close(); err != nil || len(second.puts) != 0 {
 		t.Errorf("second Close: %v, stored %v; want nothing new", err, second.puts)
 	}
+
+	// Symbols added at run time (a stripped runtime's recovered ones)
+	// make answers depend on more than the files: no cache then.
+	third := &countingCache{c: c}
+	im3, err := OpenWith(path, OpenOptions{Sections: third})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im3.Close()
+	im3.AddSymbols([]Sym{{Name: "recovered_fn", Value: 0x10, Size: 1, Func: true}})
+	leaf := mustSym(t, im3, "leaf_mark")
+	if sf := im3.FramesAt(leaf.Value); len(sf) == 0 || im3.dw == nil || slices.Contains(third.hits, framesSection) {
+		t.Errorf("after AddSymbols: FramesAt %+v, DWARF opened %v, cache read %v; want the DWARF's answer, not the cache's", sf, im3.dw != nil, third.hits)
+	}
+	if err := im3.Close(); err != nil || slices.Contains(third.puts, framesSection) {
+		t.Errorf("Close after AddSymbols: %v, stored %v; want no answers stored", err, third.puts)
+	}
 }
 
 // TestDecodeAnswers: answers round-trip; answers for another DWARF file,
