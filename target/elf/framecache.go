@@ -230,73 +230,38 @@ func cmpUint(x, y uint64) int {
 // decodeAnswers reads what encodeAnswers wrote; ok is false for data that
 // does not parse whole or describes another DWARF file than src.
 func decodeAnswers(b []byte, src fileIdentity) (frames map[uint64][]SourceFrame, tails map[[2]uint64][]TailCallFrame, ok bool) {
-	bad := false
-	u := func() uint64 {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			bad = true
-			return 0
-		}
-		b = b[n:]
-		return v
-	}
-	// count reads a number of items, each taking at least one byte.
-	count := func() uint64 {
-		n := u()
-		if n > uint64(len(b)) {
-			bad = true
-			return 0
-		}
-		return n
-	}
-	str := func() string {
-		n := count()
-		if bad {
-			return ""
-		}
-		s := string(b[:n])
-		b = b[n:]
-		return s
-	}
+	r := &cacheReader{b: b}
 	line := func() int {
-		v := u()
+		v := r.uint()
 		if v > 1<<31 {
-			bad = true
+			r.bad = true
 		}
 		return int(v)
 	}
 	for _, v := range src {
-		if u() != v {
+		if r.uint() != v {
 			return nil, nil, false
 		}
 	}
 	frames = map[uint64][]SourceFrame{}
-	for n := count(); n > 0 && !bad; n-- {
-		a := u()
+	for n := r.count(); n > 0 && !r.bad; n-- {
+		a := r.uint()
 		var sf []SourceFrame
-		for k := count(); k > 0 && !bad; k-- {
-			f := SourceFrame{Function: str(), File: str(), Line: line()}
-			switch u() {
-			case 0:
-			case 1:
-				f.Inlined = true
-			default:
-				bad = true
-			}
-			sf = append(sf, f)
+		for k := r.count(); k > 0 && !r.bad; k-- {
+			sf = append(sf, SourceFrame{Function: r.str(), File: r.str(), Line: line(), Inlined: r.flag()})
 		}
 		frames[a] = sf
 	}
 	tails = map[[2]uint64][]TailCallFrame{}
-	for n := count(); n > 0 && !bad; n-- {
-		p := [2]uint64{u(), u()}
+	for n := r.count(); n > 0 && !r.bad; n-- {
+		p := [2]uint64{r.uint(), r.uint()}
 		var ts []TailCallFrame
-		for k := count(); k > 0 && !bad; k-- {
-			ts = append(ts, TailCallFrame{PC: u(), Function: str(), File: str(), Line: line()})
+		for k := r.count(); k > 0 && !r.bad; k-- {
+			ts = append(ts, TailCallFrame{PC: r.uint(), Function: r.str(), File: r.str(), Line: line()})
 		}
 		tails[p] = ts
 	}
-	if bad || len(b) != 0 {
+	if !r.done() {
 		return nil, nil, false
 	}
 	return frames, tails, true

@@ -123,33 +123,18 @@ func encodeTypeNames(names map[string]dwarf.Offset) []byte {
 // decodeTypeNames reads what encodeTypeNames wrote; ok is false for data
 // that does not parse whole or names an offset past infoSize.
 func decodeTypeNames(b []byte, infoSize uint64) (map[string]dwarf.Offset, bool) {
-	next := func() (uint64, bool) {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			return 0, false
-		}
-		b = b[n:]
-		return v, true
-	}
-	count, ok := next()
-	if !ok || count > uint64(len(b)) {
-		return nil, false
-	}
+	r := &cacheReader{b: b}
+	count := r.count()
 	names := make(map[string]dwarf.Offset, min(count, 4096))
-	for range count {
-		l, ok := next()
-		if !ok || l > uint64(len(b)) {
-			return nil, false
+	for ; count > 0 && !r.bad; count-- {
+		name := r.str()
+		if off := r.uint(); off < infoSize {
+			names[name] = dwarf.Offset(off)
+		} else {
+			r.bad = true
 		}
-		name := string(b[:l])
-		b = b[l:]
-		off, ok := next()
-		if !ok || off >= infoSize {
-			return nil, false
-		}
-		names[name] = dwarf.Offset(off)
 	}
-	return names, len(b) == 0
+	return names, r.done()
 }
 
 // typesKey keys an image's shared type index (Image.Derived).
@@ -456,65 +441,26 @@ func encodeTypeLayouts(lays map[string]*typeLayout) []byte {
 // decodeTypeLayouts reads what encodeTypeLayouts wrote; ok is false for
 // data that does not parse whole.
 func decodeTypeLayouts(b []byte) (map[string]*typeLayout, bool) {
-	bad := false
-	uv := func() uint64 {
-		v, n := binary.Uvarint(b)
-		if n <= 0 {
-			bad = true
-			return 0
-		}
-		b = b[n:]
-		return v
-	}
-	sv := func() int64 {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			bad = true
-			return 0
-		}
-		b = b[n:]
-		return v
-	}
-	str := func() string {
-		l := uv()
-		if bad || l > uint64(len(b)) {
-			bad = true
-			return ""
-		}
-		s := string(b[:l])
-		b = b[l:]
-		return s
-	}
-	count := uv()
-	if bad || count > uint64(len(b)) {
-		return nil, false
-	}
+	r := &cacheReader{b: b}
+	count := r.count()
 	lays := make(map[string]*typeLayout, min(count, 4096))
-	for range count {
-		name := str()
-		lay := &typeLayout{size: sv()}
-		if bad || len(b) == 0 || b[0] > 1 {
-			return nil, false
-		}
-		lay.isStruct, b = b[0] == 1, b[1:]
-		nf := uv()
-		if bad || nf > uint64(len(b)) || (nf > 0 && !lay.isStruct) {
-			return nil, false
+	for ; count > 0 && !r.bad; count-- {
+		name := r.str()
+		lay := &typeLayout{size: r.int(), isStruct: r.flag()}
+		nf := r.count()
+		if nf > 0 && !lay.isStruct {
+			r.bad = true
 		}
 		if lay.isStruct {
 			lay.fields = make(map[string]fieldLayout, min(nf, 4096))
 		}
-		for range nf {
-			f := str()
-			fl := fieldLayout{off: uv(), size: sv()}
-			if bad {
-				return nil, false
-			}
-			lay.fields[f] = fl
+		for ; nf > 0 && !r.bad; nf-- {
+			f := r.str()
+			lay.fields[f] = fieldLayout{off: r.uint(), size: r.int()}
 		}
 		lays[name] = lay
 	}
-	return lays, !bad && len(b) == 0
+	return lays, r.done()
 }
 
 // Limits on the types debug/dwarf's Data.Type reads for one type. It

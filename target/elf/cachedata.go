@@ -1,0 +1,70 @@
+package elf
+
+import "encoding/binary"
+
+// cacheReader reads what this package keeps in the section cache (type
+// names and layouts, frames): LEB128 numbers and length-prefixed strings.
+// A read past the data, or a malformed number, sets bad; later reads then
+// give zero values, and the caller refuses the entry.
+type cacheReader struct {
+	b   []byte
+	bad bool
+}
+
+// uint reads an unsigned number.
+func (r *cacheReader) uint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// int reads a signed (zigzag) number.
+func (r *cacheReader) int() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// count reads a number of items that each take at least one byte: more
+// than the bytes left is bad.
+func (r *cacheReader) count() uint64 {
+	n := r.uint()
+	if n > uint64(len(r.b)) {
+		r.bad = true
+		return 0
+	}
+	return n
+}
+
+// str reads a string.
+func (r *cacheReader) str() string {
+	n := r.count()
+	if r.bad {
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+// flag reads a byte that must be 0 or 1.
+func (r *cacheReader) flag() bool {
+	if r.bad || len(r.b) == 0 || r.b[0] > 1 {
+		r.bad = true
+		return false
+	}
+	v := r.b[0] == 1
+	r.b = r.b[1:]
+	return v
+}
+
+// done reports whether the data was read whole and well.
+func (r *cacheReader) done() bool { return !r.bad && len(r.b) == 0 }
