@@ -19,8 +19,9 @@ import (
 // framesSection names the section cache's entry of an image's answers.
 const framesSection = ".ompdi_frames1"
 
-// maxCachedAnswers bounds the answers kept for one image.
-const maxCachedAnswers = 1 << 14
+// maxCachedAnswers bounds the answers kept for one image (a test lowers
+// it). When more would be kept, those the run did not use are dropped.
+var maxCachedAnswers = 1 << 14
 
 // frameCache is an image's cached answers.
 type frameCache struct {
@@ -32,6 +33,10 @@ type frameCache struct {
 	frames map[uint64][]SourceFrame
 	tails  map[[2]uint64][]TailCallFrame
 	added  bool // answers were added in this run
+	// usedFrames and usedTails are the answers this run asked for:
+	// those kept when the cache is full.
+	usedFrames map[uint64]bool
+	usedTails  map[[2]uint64]bool
 }
 
 // fileIdentity names a file's contents: device, inode, size, modification
@@ -65,7 +70,8 @@ func (im *Image) frameCacheOf() *frameCache {
 			src = sep
 		}
 		fc := &frameCache{im: im, store: im.sections, src: src.identity(),
-			frames: map[uint64][]SourceFrame{}, tails: map[[2]uint64][]TailCallFrame{}}
+			frames: map[uint64][]SourceFrame{}, tails: map[[2]uint64][]TailCallFrame{},
+			usedFrames: map[uint64]bool{}, usedTails: map[[2]uint64]bool{}}
 		fc.key = sectioncache.Key{BuildID: im.buildID, Section: framesSection, FileDev: im.dev, FileIno: im.ino,
 			FileSize: im.size, FileModTime: im.mtime, FileChangeTime: im.ctime}
 		if b := fc.store.Get(fc.key, sectioncache.AnySize); b != nil {
@@ -109,14 +115,24 @@ func (fc *frameCache) lookupFrames(addr uint64) ([]SourceFrame, bool) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	sf, ok := fc.frames[addr]
+	if ok {
+		fc.usedFrames[addr] = true
+	}
 	return sf, ok
+}
+
+// room reports whether this run may add an answer: it keeps at most
+// maxCachedAnswers of them; fc.mu is held.
+func (fc *frameCache) room() bool {
+	return len(fc.usedFrames)+len(fc.usedTails) < maxCachedAnswers
 }
 
 func (fc *frameCache) addFrames(addr uint64, sf []SourceFrame) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	if len(fc.frames)+len(fc.tails) < maxCachedAnswers {
+	if fc.room() {
 		fc.frames[addr] = sf
+		fc.usedFrames[addr] = true
 		fc.added = true
 	}
 }
@@ -124,16 +140,43 @@ func (fc *frameCache) addFrames(addr uint64, sf []SourceFrame) {
 func (fc *frameCache) lookupTails(ret, callee uint64) ([]TailCallFrame, bool) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	t, ok := fc.tails[[2]uint64{ret, callee}]
+	k := [2]uint64{ret, callee}
+	t, ok := fc.tails[k]
+	if ok {
+		fc.usedTails[k] = true
+	}
 	return t, ok
 }
 
 func (fc *frameCache) addTails(ret, callee uint64, t []TailCallFrame) {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	if len(fc.frames)+len(fc.tails) < maxCachedAnswers {
-		fc.tails[[2]uint64{ret, callee}] = t
+	if fc.room() {
+		k := [2]uint64{ret, callee}
+		fc.tails[k] = t
+		fc.usedTails[k] = true
 		fc.added = true
+	}
+}
+
+// trim drops the answers this run did not use while more than
+// maxCachedAnswers are kept; fc.mu is held.
+func (fc *frameCache) trim() {
+	for a := range fc.frames {
+		if len(fc.frames)+len(fc.tails) <= maxCachedAnswers {
+			return
+		}
+		if !fc.usedFrames[a] {
+			delete(fc.frames, a)
+		}
+	}
+	for k := range fc.tails {
+		if len(fc.frames)+len(fc.tails) <= maxCachedAnswers {
+			return
+		}
+		if !fc.usedTails[k] {
+			delete(fc.tails, k)
+		}
 	}
 }
 
@@ -150,6 +193,7 @@ func (fc *frameCache) onClose() {
 		return
 	}
 	fc.added = false
+	fc.trim()
 	_ = fc.store.Put(fc.key, encodeAnswers(fc.src, fc.frames, fc.tails)) // a cache that cannot be written only costs time
 }
 

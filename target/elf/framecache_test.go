@@ -122,3 +122,40 @@ func TestDecodeAnswers(t *testing.T) {
 		t.Error("bytes left over: decoded")
 	}
 }
+
+// TestFrameCacheFull: when more answers would be kept than the bound,
+// those the run did not use are dropped.
+func TestFrameCacheFull(t *testing.T) {
+	old := maxCachedAnswers
+	maxCachedAnswers = 3
+	t.Cleanup(func() { maxCachedAnswers = old })
+	dir := t.TempDir()
+	path := buildTailcall(t, "gcc", dir, "prog")
+	c, err := sectioncache.Open(filepath.Join(dir, "cache"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(names ...string) *Image {
+		im, err := OpenWith(path, OpenOptions{Sections: c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { im.Close() })
+		for _, n := range names {
+			im.FramesAt(mustSym(t, im, n).Value)
+		}
+		return im
+	}
+	if err := run("main", "leaf_mark", "mid").Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := run("main", "top", "amb").Close(); err != nil {
+		t.Fatal(err)
+	}
+	im := run()
+	for name, want := range map[string]bool{"main": true, "top": true, "amb": true, "leaf_mark": false, "mid": false} {
+		if got := im.FramesCachedAt(mustSym(t, im, name).Value); got != want {
+			t.Errorf("%s cached: %v, want %v (the second run's answers kept, the first run's others dropped)", name, got, want)
+		}
+	}
+}
