@@ -162,23 +162,43 @@ func (im *Image) hasDWARF() bool {
 // why).
 func (im *Image) openDWARF() *dwarfData {
 	im.dwOnce.Do(func() {
-		src := im
-		if !im.hasDWARF() {
-			sep, err := im.separate()
-			if err != nil {
-				im.dwErr = fmt.Errorf("%s has no DWARF: %w", im.Path, err)
-				return
-			}
-			if !sep.hasDWARF() {
-				im.dwErr = fmt.Errorf("%s has no DWARF, nor has its debug file %s", im.Path, sep.Path)
-				return
-			}
-			src = sep
+		src, err := im.dwarfSource()
+		if err != nil {
+			im.dwErr = err
+			return
 		}
 		im.dwFile = src.Path
 		im.dw, im.dwErr = im.openUnits(src)
 	})
 	return im.dw
+}
+
+// dwarfSource returns the image whose DWARF describes im: im itself, or
+// its separate debug file.
+func (im *Image) dwarfSource() (*Image, error) {
+	if im.hasDWARF() {
+		return im, nil
+	}
+	sep, err := im.separate()
+	if err != nil {
+		return nil, fmt.Errorf("%s has no DWARF: %w", im.Path, err)
+	}
+	if !sep.hasDWARF() {
+		return nil, fmt.Errorf("%s has no DWARF, nor has its debug file %s", im.Path, sep.Path)
+	}
+	return sep, nil
+}
+
+// cacheKey is the section cache's key of what is kept for the image under
+// section: the image's build-id and identity, and off and size (a
+// section's place in the file, or 0). It names nothing (the cache refuses
+// it) when the image has no build-id or no identity.
+func (im *Image) cacheKey(section string, off, size uint64) sectioncache.Key {
+	if im.buildID == "" || im.ino == 0 {
+		return sectioncache.Key{Section: section}
+	}
+	return sectioncache.Key{BuildID: im.buildID, Section: section, FileDev: im.dev, FileIno: im.ino,
+		FileSize: im.size, FileModTime: im.mtime, FileChangeTime: im.ctime, Offset: off, Size: size}
 }
 
 // dwarfData is an image's opened DWARF: the address ranges of its units,
@@ -356,8 +376,7 @@ func (im *Image) sectionData(s *elf.Section, cache SectionCache) ([]byte, error)
 	var key sectioncache.Key
 	useCache := compressed && cache != nil && im.buildID != "" && im.ino != 0
 	if useCache {
-		key = sectioncache.Key{BuildID: im.buildID, Section: s.Name, FileDev: im.dev, FileIno: im.ino,
-			FileSize: im.size, FileModTime: im.mtime, FileChangeTime: im.ctime, Offset: s.Offset, Size: s.FileSize}
+		key = im.cacheKey(s.Name, s.Offset, s.FileSize)
 		if b := cache.Get(key, s.Size); b != nil {
 			return b, nil
 		}

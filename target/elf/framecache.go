@@ -61,19 +61,14 @@ func (im *Image) frameCacheOf() *frameCache {
 		if im.sections == nil || im.buildID == "" || im.ino == 0 {
 			return (*frameCache)(nil)
 		}
-		src := im
-		if !im.hasDWARF() {
-			sep, err := im.separate()
-			if err != nil || !sep.hasDWARF() || sep.ino == 0 {
-				return (*frameCache)(nil)
-			}
-			src = sep
+		src, err := im.dwarfSource()
+		if err != nil || src.ino == 0 {
+			return (*frameCache)(nil)
 		}
 		fc := &frameCache{im: im, store: im.sections, src: src.identity(),
 			frames: map[uint64][]SourceFrame{}, tails: map[[2]uint64][]TailCallFrame{},
 			usedFrames: map[uint64]bool{}, usedTails: map[[2]uint64]bool{}}
-		fc.key = sectioncache.Key{BuildID: im.buildID, Section: framesSection, FileDev: im.dev, FileIno: im.ino,
-			FileSize: im.size, FileModTime: im.mtime, FileChangeTime: im.ctime}
+		fc.key = im.cacheKey(framesSection, 0, 0)
 		if b := fc.store.Get(fc.key, sectioncache.AnySize); b != nil {
 			var frames map[uint64][]SourceFrame
 			var tails map[[2]uint64][]TailCallFrame

@@ -87,20 +87,13 @@ const typeNamesSection = ".ompdi_typenames1"
 
 // typeNamesKey is the section cache's key of the type names of src's
 // DWARF: src's build-id and identity, and the place of its .debug_info.
-// It names nothing when src has no build-id or no identity.
 func typeNamesKey(src *Image) sectioncache.Key {
-	k := sectioncache.Key{Section: typeNamesSection}
-	if src.buildID == "" || src.ino == 0 {
-		return k // name() refuses an empty build-id: nothing is kept
-	}
-	k.BuildID, k.FileDev, k.FileIno = src.buildID, src.dev, src.ino
-	k.FileSize, k.FileModTime, k.FileChangeTime = src.size, src.mtime, src.ctime
 	for _, s := range src.ef.Sections {
 		if s.Name == ".debug_info" || s.Name == ".zdebug_info" {
-			k.Offset, k.Size = s.Offset, s.FileSize
+			return src.cacheKey(typeNamesSection, s.Offset, s.FileSize)
 		}
 	}
-	return k
+	return src.cacheKey(typeNamesSection, 0, 0)
 }
 
 // encodeTypeNames serializes a name table: the number of names, then each
