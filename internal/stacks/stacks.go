@@ -62,8 +62,10 @@ type threadStack struct {
 
 // builder holds one Add call's state.
 type builder struct {
-	rep     *inspect.Report
-	modules []*target.Module // the target's
+	rep *inspect.Report
+	// t is the target, only for its modules: Add may run after it was
+	// detached.
+	t       target.Target
 	stacks  map[int]*threadStack
 	threads map[int]*inspect.Thread
 	regions map[string]*inspect.Region
@@ -88,7 +90,7 @@ type builder struct {
 // can be named and placed after the target has resumed.
 type Walks struct {
 	threads  []walk
-	modules  []*target.Module
+	t        target.Target // for its modules (Add reads no memory)
 	warnings []string
 }
 
@@ -114,7 +116,7 @@ func Unwind(rep *inspect.Report, t target.Target) *Walks {
 	u := unwind.New(t)
 	b := &builder{rep: rep}
 	ths := t.Threads()
-	w := &Walks{threads: make([]walk, len(ths)), modules: t.Modules()}
+	w := &Walks{threads: make([]walk, len(ths)), t: t}
 	// The threads are walked on every CPU: the target is held stopped
 	// meanwhile, and most of a walk is waiting for its memory reads.
 	var next atomic.Int64
@@ -170,7 +172,7 @@ func Unwind(rep *inspect.Report, t target.Target) *Walks {
 // module images must still be open.
 func Add(rep *inspect.Report, w *Walks) {
 	b := &builder{
-		rep: rep, modules: w.modules,
+		rep: rep, t: w.t,
 		stacks:     map[int]*threadStack{},
 		threads:    map[int]*inspect.Thread{},
 		regions:    map[string]*inspect.Region{},
@@ -180,7 +182,7 @@ func Add(rep *inspect.Report, w *Walks) {
 		names:      map[nameKey]phys{},
 		tails:      map[tailKey][]phys{},
 	}
-	for _, m := range w.modules {
+	for _, m := range w.t.Modules() {
 		if rep.Runtime.Library != "" && m.Name == rep.Runtime.Library {
 			b.fam = inspect.FamilyOf(m)
 		}
@@ -325,7 +327,7 @@ func (b *builder) markCall(ts *threadStack, wk *walk) {
 				return // Unwind decoded another frame's call
 			}
 			callee := wk.callee
-			if m := b.moduleAt(callee); m != nil && m.Image != nil && callee >= m.Bias {
+			if m := target.ModuleAt(b.t, callee); m != nil && m.Image != nil && callee >= m.Bias {
 				if sym, ok := m.Image.SymbolAt(callee - m.Bias); ok && sym.Value == callee-m.Bias {
 					ts.frames[i].calls = sym.Name
 				}
@@ -334,16 +336,6 @@ func (b *builder) markCall(ts *threadStack, wk *walk) {
 		}
 		return
 	}
-}
-
-// moduleAt returns the target's module that maps addr, or nil.
-func (b *builder) moduleAt(addr uint64) *target.Module {
-	for _, m := range b.modules {
-		if m.Contains(addr) {
-			return m
-		}
-	}
-	return nil
 }
 
 // tailCalls returns the tail call frames between the native frame f and
@@ -509,7 +501,7 @@ func (b *builder) regionEntries(ts *threadStack) {
 		}
 		if r := chain[next]; r.Function == "" && r.EntryAddr == "" {
 			r.Function = f.function
-			if m := b.moduleAt(f.pc); m != nil && m.Image != nil {
+			if m := target.ModuleAt(b.t, f.pc); m != nil && m.Image != nil {
 				if sym, ok := m.Image.SymbolAt(f.pc - m.Bias); ok {
 					r.EntryAddr = *hex(sym.Value + m.Bias)
 					// gcc gives the outlined function's entry the
