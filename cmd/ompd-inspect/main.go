@@ -17,8 +17,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -297,22 +295,10 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 		prepStacks = stacks.PrepareImage
 	}
 	popts := ptrace.Options{Interrupt: sigs, Prepare: func(im *elf.Image) {
-		var wg sync.WaitGroup
-		var failed atomic.Pointer[any]
-		for _, prep := range []func(*elf.Image){inspect.PrepareImage, prepStacks} {
-			wg.Go(func() {
-				defer func() {
-					if p := recover(); p != nil {
-						failed.CompareAndSwap(nil, &p)
-					}
-				}()
-				prep(im)
-			})
-		}
-		wg.Wait()
-		if p := failed.Load(); p != nil {
-			panic(*p) // Attach recovers it: the work is redone, and reported, when needed
-		}
+		// One image at a time here: Attach prepares as many images at
+		// once as there are CPUs.
+		inspect.PrepareImage(im)
+		prepStacks(im)
 	}}
 	if vf.images != nil {
 		popts.Images = *vf.images
