@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -122,4 +123,29 @@ func FuzzIndentJSON(f *testing.F) {
 			t.Fatalf("indentJSON(%s):\n%s\njson.Indent:\n%s", compact.String(), got, strings.TrimSpace(want.String()))
 		}
 	})
+}
+
+// failingWriter fails every write after the first n bytes.
+type failingWriter struct{ n int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > w.n {
+		return 0, errors.New("disk full")
+	}
+	w.n -= len(p)
+	return len(p), nil
+}
+
+// TestWriteJSONError: a write that fails, in the middle of a large
+// value or at its end, is writeJSON's error.
+func TestWriteJSONError(t *testing.T) {
+	big := make([]string, 20000)
+	for i := range big {
+		big[i] = "frame"
+	}
+	for _, n := range []int{0, jsonChunk + 10} {
+		if err := writeJSON(&failingWriter{n: n}, big); err == nil || err.Error() != "disk full" {
+			t.Errorf("failing after %d bytes: %v, want disk full", n, err)
+		}
+	}
 }

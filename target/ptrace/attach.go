@@ -161,8 +161,10 @@ type seizeWatch struct {
 
 func newSeizeWatch() *seizeWatch { return &seizeWatch{last: -1} }
 
-// stuck reports whether the tracing thread has been in the same
-// PTRACE_SEIZE since stuck's previous call. Only one goroutine calls it.
+// stuck reports whether the tracing thread is in a PTRACE_SEIZE and none
+// returned since stuck's previous call: a seize that began just before
+// counts too (a harmless extra look), one stuck for a whole interval
+// always does. Only one goroutine calls it.
 func (w *seizeWatch) stuck() bool {
 	n := w.done.Load()
 	s := w.in.Load() && n == w.last
@@ -178,8 +180,8 @@ func (w *seizeWatch) stuck() bool {
 // blocked in PTRACE_SEIZE. Any thread of ompd-inspect may reap it, so this
 // goroutine does; the tracing thread then finds it gone (ECHILD) and drops
 // it. The threads are looked at only when stuck says the tracing thread
-// has been in one PTRACE_SEIZE for a whole interval: reading the status
-// of a thousand threads every interval slowed every attach.
+// is in a PTRACE_SEIZE and none returned during the interval: reading
+// the status of a thousand threads every interval slowed every attach.
 func reapTracedZombies(pid, tracerTID int, stuck func() bool) (stop func()) {
 	quit := make(chan struct{})
 	done := make(chan struct{})

@@ -180,3 +180,28 @@ func TestInterruptWhilePreparing(t *testing.T) {
 	}
 	waitRunning(t, tt.pid)
 }
+
+// TestSeizeWatch: the reaper is told the tracing thread is stuck only
+// when it is in a PTRACE_SEIZE and none returned since the reaper's
+// previous look (the exec deadlock keeps one seize from returning).
+func TestSeizeWatch(t *testing.T) {
+	w := newSeizeWatch()
+	if w.stuck() {
+		t.Fatal("stuck before any seize")
+	}
+	w.in.Store(true)
+	if !w.stuck() {
+		t.Fatal("not stuck in a seize, none having returned since the last look")
+	}
+	w.done.Add(1) // it returned, and another began
+	if w.stuck() {
+		t.Fatal("stuck although a seize returned since the last look")
+	}
+	if !w.stuck() {
+		t.Fatal("not stuck in the same seize at the next look")
+	}
+	w.in.Store(false)
+	if w.stuck() {
+		t.Fatal("stuck outside any seize")
+	}
+}
