@@ -308,21 +308,39 @@ func execIdentity(pid int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	m := newMemReader(pid, pid)
+	defer m.close()
+	id, err := identityOf(auxv, m.ReadPages)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return id, nil
+}
+
+// identityOf joins an auxiliary vector and the random bytes its AT_RANDOM
+// entry points to, read with read. Random bytes it cannot read are an
+// error, not a shorter identity: a process that is being killed may still
+// show its auxiliary vector when its memory is gone, and a shorter
+// identity would pass for another program.
+func identityOf(auxv []byte, read func(addr uint64, buf []byte) (int, error)) ([]byte, error) {
 	if len(auxv) == 0 {
-		return nil, fmt.Errorf("process %d: empty auxiliary vector", pid)
+		return nil, errors.New("empty auxiliary vector")
 	}
 	id := append([]byte(nil), auxv...)
 	for i := 0; i+16 <= len(auxv); i += 16 {
 		if binary.LittleEndian.Uint64(auxv[i:]) != atRandom {
 			continue
 		}
-		m := newMemReader(pid, pid)
-		defer m.close()
+		addr := binary.LittleEndian.Uint64(auxv[i+8:])
 		random := make([]byte, 16)
-		if n, err := m.ReadPages(binary.LittleEndian.Uint64(auxv[i+8:]), random); err == nil && n == len(random) {
-			id = append(id, random...)
+		n, err := read(addr, random)
+		if err == nil && n < len(random) {
+			err = fmt.Errorf("read %d of %d bytes", n, len(random))
 		}
-		break
+		if err != nil {
+			return nil, fmt.Errorf("reading the AT_RANDOM bytes at %#x: %w", addr, err)
+		}
+		return append(id, random...), nil
 	}
 	return id, nil
 }
