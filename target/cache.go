@@ -19,11 +19,14 @@ type PageReader interface {
 // MemCache serves reads from a cache of target pages, valid for one stop.
 // A read that misses fetches every missing page it spans in a single
 // ReadPages call, so walking a structure costs one system call per page
-// touched, not one per field.
+// touched, not one per field. Reads from several goroutines fetch at the
+// same time: the lock is held to look pages up and to record them, never
+// during a fetch.
 type MemCache struct {
 	mu     sync.Mutex
 	src    PageReader
-	pages  map[uint64][]byte // page address -> page bytes (nil: unmapped)
+	pages  map[uint64][]byte // page address -> page bytes (empty, not nil: unmapped)
+	gen    uint64            // counts Invalidate calls: a fetch begun before one is not recorded
 	misses int
 	reads  int
 }
@@ -37,6 +40,7 @@ func NewMemCache(src PageReader) *MemCache {
 func (c *MemCache) Invalidate() {
 	c.mu.Lock()
 	c.pages = make(map[uint64][]byte)
+	c.gen++
 	c.mu.Unlock()
 }
 
@@ -48,6 +52,10 @@ func (c *MemCache) Stats() (reads, fetches int) {
 	return c.reads, c.misses
 }
 
+// unmappedPage is what the cache holds for a page that cannot be read:
+// empty, and not nil (nil is a page not looked at yet).
+func unmappedPage() []byte { return make([]byte, 0) }
+
 // ReadMemory fills buf from addr.
 func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 	if len(buf) == 0 {
@@ -57,71 +65,93 @@ func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 	if end < addr {
 		return fmt.Errorf("reading %d bytes at %#x: %w", len(buf), addr, ErrUnmapped)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.reads++
 	first := addr &^ (PageSize - 1)
-	last := (end - 1) &^ (PageSize - 1)
-	// Find the first missing page and fetch the run of missing pages up to
-	// the last one in one call.
-	var runStart uint64
-	inRun := false
-	// flush fetches [runStart, runEnd). A short read means the page after
-	// the bytes read is unmapped; the pages after it are fetched again, so
-	// one hole does not hide the mapped pages behind it.
-	flush := func(runEnd uint64) {
-		for start := runStart; start < runEnd; {
-			tmp := make([]byte, int(runEnd-start))
-			got, _ := c.src.ReadPages(start, tmp)
-			c.misses++
-			whole := uint64(got) / PageSize * PageSize
-			for p := start; p < start+whole; p += PageSize {
-				off := p - start
-				c.pages[p] = tmp[off : off+PageSize : off+PageSize]
-			}
-			hole := start + whole
-			if hole >= runEnd {
-				return
-			}
-			c.pages[hole] = nil
-			start = hole + PageSize
-		}
+	count := int(((end-1)&^(PageSize-1)-first)/PageSize) + 1
+	var few [2][]byte
+	pages := few[:0]
+	if count > len(few) {
+		pages = make([][]byte, 0, count)
 	}
-	for p := first; ; p += PageSize {
-		_, cached := c.pages[p]
-		if !cached && !inRun {
-			runStart, inRun = p, true
-		} else if cached && inRun {
-			flush(p)
-			inRun = false
-		}
-		if p == last {
-			break
-		}
+	pages = pages[:count]
+
+	c.mu.Lock()
+	c.reads++
+	gen := c.gen
+	missing := false
+	for i := range pages {
+		pages[i] = c.pages[first+uint64(i)*PageSize]
+		missing = missing || pages[i] == nil
 	}
-	if inRun {
-		flush(last + PageSize)
+	c.mu.Unlock()
+
+	// Fetch each run of missing pages in one call, without the lock.
+	for i := 0; missing && i < count; {
+		if pages[i] != nil {
+			i++
+			continue
+		}
+		j := i
+		for j < count && pages[j] == nil {
+			j++
+		}
+		fetches := c.fetch(first+uint64(i)*PageSize, pages[i:j])
+		c.record(gen, first+uint64(i)*PageSize, pages[i:j], fetches)
+		i = j
 	}
-	for p := first; ; p += PageSize {
-		page := c.pages[p]
-		if page == nil {
-			bad := p
-			if bad < addr {
-				bad = addr
-			}
+
+	// Pages are never written once recorded: copy without the lock.
+	for i, page := range pages {
+		p := first + uint64(i)*PageSize
+		if len(page) == 0 {
+			bad := max(p, addr)
 			return fmt.Errorf("reading %d bytes at %#x: %#x: %w", len(buf), addr, bad, ErrUnmapped)
 		}
-		lo, hi := p, p+PageSize
-		if lo < addr {
-			lo = addr
-		}
-		if hi > end {
-			hi = end
-		}
+		lo, hi := max(p, addr), min(p+PageSize, end)
 		copy(buf[lo-addr:hi-addr], page[lo-p:hi-p])
-		if p == last {
-			break
-		}
 	}
 	return nil
+}
+
+// fetch reads the run of pages starting at start into run (one slot per
+// page, every one nil), and returns how many calls it made. A short read
+// means the page after the bytes read is unmapped; the pages after it are
+// fetched again, so one hole does not hide the mapped pages behind it.
+func (c *MemCache) fetch(start uint64, run [][]byte) int {
+	calls := 0
+	for i := 0; i < len(run); {
+		tmp := make([]byte, (len(run)-i)*PageSize)
+		got, _ := c.src.ReadPages(start+uint64(i)*PageSize, tmp)
+		calls++
+		whole := got / PageSize
+		for k := 0; k < whole; k++ {
+			run[i+k] = tmp[k*PageSize : (k+1)*PageSize : (k+1)*PageSize]
+		}
+		i += whole
+		if i < len(run) {
+			run[i] = unmappedPage()
+			i++
+		}
+	}
+	return calls
+}
+
+// record keeps the pages of run, fetched from start, unless the cache was
+// invalidated since the fetch began (generation gen). A page another read
+// recorded meanwhile is kept, and replaces the copy in run, so every
+// reader sees the same bytes.
+func (c *MemCache) record(gen, start uint64, run [][]byte, fetches int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.misses += fetches
+	if c.gen != gen {
+		return
+	}
+	for k, page := range run {
+		p := start + uint64(k)*PageSize
+		if old, ok := c.pages[p]; ok {
+			run[k] = old
+			continue
+		}
+		c.pages[p] = page
+	}
 }

@@ -2,7 +2,11 @@ package target
 
 import (
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // holeReader serves pages 0x1000-0x5000 except the hole at 0x3000, stopping
@@ -50,5 +54,115 @@ func TestMemCacheHoleDoesNotHideLaterPages(t *testing.T) {
 	}
 	if reads != 4 {
 		t.Fatalf("reads = %d, want 4", reads)
+	}
+}
+
+// gateReader serves every page with its page number, and holds each
+// ReadPages call until want calls are inside at once.
+type gateReader struct {
+	want    int
+	mu      sync.Mutex
+	inside  int
+	all     chan struct{}
+	calls   int
+	onFetch func()
+}
+
+func (g *gateReader) ReadPages(addr uint64, buf []byte) (int, error) {
+	g.mu.Lock()
+	g.calls++
+	g.inside++
+	if g.inside == g.want {
+		close(g.all)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.all:
+	case <-time.After(time.Minute):
+		return 0, errors.New("the other fetch never came in: fetches are serialized")
+	}
+	if g.onFetch != nil {
+		g.onFetch()
+	}
+	for i := range buf {
+		buf[i] = byte((addr + uint64(i)) >> 12)
+	}
+	return len(buf), nil
+}
+
+// TestMemCacheFetchesConcurrently checks that two reads that miss fetch at
+// the same time (the lock is not held during a fetch), and that each gets
+// its own pages.
+func TestMemCacheFetchesConcurrently(t *testing.T) {
+	src := &gateReader{want: 2, all: make(chan struct{})}
+	c := NewMemCache(src)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			var b [1]byte
+			addr := uint64(0x10000 + i*0x1000)
+			if errs[i] = c.ReadMemory(addr, b[:]); errs[i] == nil && b[0] != byte(addr>>12) {
+				errs[i] = fmt.Errorf("read %d at %#x, want %d", b[0], addr, byte(addr>>12))
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, fetches := c.Stats(); fetches != 2 {
+		t.Fatalf("fetches = %d, want 2", fetches)
+	}
+}
+
+// TestMemCacheInvalidateDuringFetch checks that pages fetched across an
+// Invalidate (the target resumed meanwhile) are not kept.
+func TestMemCacheInvalidateDuringFetch(t *testing.T) {
+	src := &gateReader{want: 1, all: make(chan struct{})}
+	c := NewMemCache(src)
+	src.onFetch = c.Invalidate
+	var b [1]byte
+	if err := c.ReadMemory(0x5000, b[:]); err != nil || b[0] != 5 {
+		t.Fatalf("read: %v, byte %d", err, b[0])
+	}
+	src.onFetch = nil
+	if err := c.ReadMemory(0x5000, b[:]); err != nil || b[0] != 5 {
+		t.Fatalf("second read: %v, byte %d", err, b[0])
+	}
+	if src.calls != 2 {
+		t.Fatalf("the page was fetched %d times, want 2: a page fetched across Invalidate must not be kept", src.calls)
+	}
+}
+
+// TestMemCacheConcurrentReads reads overlapping ranges from many
+// goroutines (run with -race) and checks every byte.
+func TestMemCacheConcurrentReads(t *testing.T) {
+	c := NewMemCache(&gateReader{want: 1, all: make(chan struct{})})
+	var wg sync.WaitGroup
+	var bad atomic.Int32
+	for g := range 8 {
+		wg.Go(func() {
+			for k := range 200 {
+				addr := uint64(0x1000 + (g*997+k*131)%0x1f00)
+				buf := make([]byte, 1+(k%3)*700)
+				if err := c.ReadMemory(addr, buf); err != nil {
+					bad.Add(1)
+					continue
+				}
+				for i, v := range buf {
+					if v != byte((addr+uint64(i))>>12) {
+						bad.Add(1)
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := bad.Load(); n != 0 {
+		t.Fatalf("%d reads failed or returned wrong bytes", n)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -21,9 +22,10 @@ type memReader struct {
 	pid int // the process, for messages
 	tid int // a live thread, whose memory is the process's
 
-	mu      sync.Mutex
-	useFile bool     // process_vm_readv was refused: use /proc/TID/mem
-	file    *os.File // /proc/TID/mem, opened on first use
+	useFile atomic.Bool // process_vm_readv was refused: use /proc/TID/mem
+
+	mu   sync.Mutex // guards file; process_vm_readv needs no lock
+	file *os.File   // /proc/TID/mem, opened on first use
 }
 
 func newMemReader(pid, tid int) *memReader {
@@ -40,15 +42,15 @@ func (m *memReader) ReadPages(addr uint64, buf []byte) (int, error) {
 	if addr+uint64(len(buf)) < addr {
 		return 0, m.unmapped(addr, len(buf), addr)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.useFile {
+	if !m.useFile.Load() {
 		n, err := m.readVM(addr, buf)
 		if err == nil || n > 0 || !fallBack(err) {
 			return n, err
 		}
-		m.useFile = true
+		m.useFile.Store(true)
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	return m.readFile(addr, buf)
 }
 

@@ -533,7 +533,7 @@ func TestReadMemory(t *testing.T) {
 	for _, viaFile := range []bool{false, true} {
 		t.Run(fmt.Sprintf("viaFile=%v", viaFile), func(t *testing.T) {
 			p := attach(t, tt.pid, Options{})
-			p.mem.useFile = viaFile
+			p.mem.useFile.Store(viaFile)
 			want := make([]byte, tt.regionLen)
 			for i := range want {
 				want[i] = byte(i*7 + 3)
@@ -576,8 +576,8 @@ func TestReadMemory(t *testing.T) {
 			if err != nil || got != tt.globalVal {
 				t.Fatalf("the_global: %#x, %v", got, err)
 			}
-			if p.mem.useFile != viaFile {
-				t.Fatalf("useFile changed to %v", p.mem.useFile)
+			if p.mem.useFile.Load() != viaFile {
+				t.Fatalf("useFile changed to %v", p.mem.useFile.Load())
 			}
 			if err := p.Close(); err != nil {
 				t.Fatal(err)
