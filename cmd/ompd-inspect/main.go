@@ -379,25 +379,68 @@ type readReport struct {
 }
 
 // readReports reads from a stopped target everything buildReports needs
-// from its memory: the reports and the threads' stacks.
+// from its memory: the reports and the threads' stacks. For a view that
+// shows stacks, the stacks are unwound while the first report is built:
+// the target is held stopped for the longer of the two, not their sum.
 func readReports(t target.Target, src inspect.Source, view string, vf viewFlags) ([]readReport, error) {
 	names := []string{vf.backend}
 	if vf.backend == "both" {
 		names = []string{backend.NameNative, backend.NameDLL}
 	}
 	var out []readReport
-	for _, name := range names {
-		rep, err := inspect.Build(t, src, inspect.Options{Backend: name, Library: vf.library})
+	for i, name := range names {
+		var walks *stacks.Walks
+		var rep *inspect.Report
+		var err error
+		if i == 0 && stackViews[view] {
+			walks, rep, err = unwindWhileBuilding(t, func() (*inspect.Report, error) {
+				return inspect.Build(t, src, inspect.Options{Backend: name, Library: vf.library})
+			})
+		} else {
+			rep, err = inspect.Build(t, src, inspect.Options{Backend: name, Library: vf.library})
+		}
 		if err != nil {
 			return nil, err
 		}
 		r := readReport{rep: rep}
-		if stackViews[view] || rep.NeedsStacks() {
-			r.walks = stacks.Unwind(rep, t)
+		switch {
+		case walks != nil && walks.Runtime() == rep.Runtime.Library:
+			r.walks = walks
+		case stackViews[view] || rep.NeedsStacks():
+			r.walks = stacks.Unwind(t, rep.Runtime.Library)
 		}
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// unwindWhileBuilding unwinds t's threads on other goroutines while build
+// runs on this one, and returns both results once both are done. The
+// runtime the walks are made for is the module inspect.FindRuntime finds
+// (none when it finds none), as Build's. A panic of the unwinding is
+// raised again here, after build returned: the caller's recover then
+// releases a target nothing reads any more.
+func unwindWhileBuilding(t target.Target, build func() (*inspect.Report, error)) (*stacks.Walks, *inspect.Report, error) {
+	var lib string
+	if rt, err := inspect.FindRuntime(t); err == nil {
+		lib = rt.Name
+	}
+	var walks *stacks.Walks
+	var failed any
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { failed = recover() }()
+		walks = stacks.Unwind(t, lib)
+	}()
+	rep, err := func() (*inspect.Report, error) {
+		defer func() { <-done }() // also when build panics
+		return build()
+	}()
+	if failed != nil {
+		panic(failed)
+	}
+	return walks, rep, err
 }
 
 // finishReports bounds the heap (boundHeap), names and places the frames

@@ -241,7 +241,7 @@ func runTrace(tc *ptrace.Tracee, out, stderr io.Writer, tf traceFlags, opts trac
 		if err != nil {
 			return fmt.Errorf("report at %s: %w", ev.Kind, err)
 		}
-		stacks.Add(rep, stacks.Unwind(rep, t))
+		stacks.Add(rep, stacks.Unwind(t, rep.Runtime.Library))
 		if tf.json {
 			return enc.Encode(map[string]any{"stop": ev, "report": rep})
 		}

@@ -89,10 +89,15 @@ type builder struct {
 // stopped: everything Add needs from the target's memory, so that frames
 // can be named and placed after the target has resumed.
 type Walks struct {
-	threads  []walk
-	t        target.Target // for its modules (Add reads no memory)
-	warnings []string
+	threads    []walk
+	t          target.Target // for its modules (Add reads no memory)
+	runtimeLib string        // the runtime's module name, as Unwind was told
+	warnings   []string
 }
+
+// Runtime returns the name of the module Unwind was told is the OpenMP
+// runtime. Add needs walks made for its report's runtime.
+func (w *Walks) Runtime() string { return w.runtimeLib }
 
 // walk is one thread's native stack.
 type walk struct {
@@ -108,15 +113,16 @@ type walk struct {
 	callee uint64
 }
 
-// Unwind unwinds every thread of t, whose report rep is (it says which
-// module is the OpenMP runtime). It must run while the target is stopped;
-// Add then needs only the target's modules and their images, so the
-// target may be detached (but not closed) before it.
-func Unwind(rep *inspect.Report, t target.Target) *Walks {
+// Unwind unwinds every thread of t, whose OpenMP runtime is the module
+// named runtimeLib (a report's Runtime.Library; "" when there is none). It
+// must run while the target is stopped; Add then needs only the target's
+// modules and their images, so the target may be detached (but not
+// closed) before it. It reads the target's memory as a report is built
+// does, so the two may run at the same time.
+func Unwind(t target.Target, runtimeLib string) *Walks {
 	u := unwind.New(t)
-	b := &builder{rep: rep}
 	ths := t.Threads()
-	w := &Walks{threads: make([]walk, len(ths)), t: t}
+	w := &Walks{threads: make([]walk, len(ths)), t: t, runtimeLib: runtimeLib}
 	// The threads are walked on every CPU: the target is held stopped
 	// meanwhile, and most of a walk is waiting for its memory reads.
 	var next atomic.Int64
@@ -139,7 +145,7 @@ func Unwind(rep *inspect.Report, t target.Target) *Walks {
 				wk.frames, wk.stop = u.Unwind(ths[i])
 				for j := range wk.frames {
 					f := &wk.frames[j]
-					if b.classify(f.Module) != inspect.KindUser {
+					if classifyModule(f.Module, runtimeLib) != inspect.KindUser {
 						continue
 					}
 					// By the module alone: naming may yet make _start or
@@ -168,8 +174,8 @@ func Unwind(rep *inspect.Report, t target.Target) *Walks {
 }
 
 // Add fills rep.Backtraces and each thread's UserFrame from the stacks w
-// (Unwind of the same report's target). The target may have resumed; its
-// module images must still be open.
+// (Unwind of the same report's target, told its Runtime.Library). The
+// target may have resumed; its module images must still be open.
 func Add(rep *inspect.Report, w *Walks) {
 	b := &builder{
 		rep: rep, t: w.t,
@@ -390,14 +396,21 @@ var systemDirs = []string{"/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/usr/
 // library's start-up code.
 var systemFunctions = map[string]bool{"_start": true, "__libc_csu_init": true, "_init": true}
 
-// classify says whose code a module holds: the OpenMP runtime's, the
-// system's (libc, the dynamic linker, the vDSO and other libraries in the
-// system's library directories) or the user's (everything else).
+// classify says whose code a module holds (classifyModule), for the
+// report's runtime.
 func (b *builder) classify(m *target.Module) string {
+	return classifyModule(m, b.rep.Runtime.Library)
+}
+
+// classifyModule says whose code a module holds: the OpenMP runtime's (the
+// module named runtimeLib), the system's (libc, the dynamic linker, the vDSO
+// and other libraries in the system's library directories) or the user's
+// (everything else).
+func classifyModule(m *target.Module, runtimeLib string) string {
 	if m == nil {
 		return inspect.KindSystem // the vDSO, or code in no module
 	}
-	if m.Name == b.rep.Runtime.Library {
+	if m.Name == runtimeLib {
 		return inspect.KindRuntime
 	}
 	for _, d := range systemDirs {
