@@ -3,6 +3,7 @@ package target
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // PageSize is the granularity of the memory cache.
@@ -19,37 +20,74 @@ type PageReader interface {
 // MemCache serves reads from a cache of target pages, valid for one stop.
 // A read that misses fetches every missing page it spans in a single
 // ReadPages call, so walking a structure costs one system call per page
-// touched, not one per field. Reads from several goroutines fetch at the
-// same time: the lock is held to look pages up and to record them, never
-// during a fetch.
+// touched, not one per field. Reads from several goroutines proceed at
+// once: the pages are kept in shards, each with its own lock, held only to
+// look a page up or record it, never during a fetch. The pages' memory is
+// a pageArena's.
 type MemCache struct {
-	mu     sync.Mutex
 	src    PageReader
+	shards [cacheShards]cacheShard
+	// gen counts Invalidate calls: pages fetched across one are not
+	// recorded.
+	gen atomic.Uint64
+
+	arenaMu sync.Mutex
+	arena   pageArena
+}
+
+// cacheShards is the number of shards of a MemCache; a page's shard is
+// its page number modulo cacheShards.
+const cacheShards = 16
+
+// cacheShard is one shard of a MemCache.
+type cacheShard struct {
+	mu     sync.Mutex
 	pages  map[uint64][]byte // page address -> page bytes (empty, not nil: unmapped)
-	gen    uint64            // counts Invalidate calls: a fetch begun before one is not recorded
-	misses int
-	reads  int
+	misses int               // fetches of runs that begin in this shard
+	reads  int               // reads that begin in this shard
+	_      [64]byte          // keeps the shards' locks on their own cache lines
 }
 
 // NewMemCache returns an empty cache over src.
 func NewMemCache(src PageReader) *MemCache {
-	return &MemCache{src: src, pages: make(map[uint64][]byte)}
+	c := &MemCache{src: src}
+	for i := range c.shards {
+		c.shards[i].pages = make(map[uint64][]byte)
+	}
+	return c
 }
 
-// Invalidate forgets every cached page (call it when the target resumes).
+func (c *MemCache) shard(page uint64) *cacheShard {
+	return &c.shards[(page/PageSize)%cacheShards]
+}
+
+// Invalidate forgets every cached page and gives their memory back (call
+// it when the target resumes, when no read is in progress; a read still in
+// progress may return zeros, and records nothing).
 func (c *MemCache) Invalidate() {
-	c.mu.Lock()
-	c.pages = make(map[uint64][]byte)
-	c.gen++
-	c.mu.Unlock()
+	c.gen.Add(1)
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		sh.pages = make(map[uint64][]byte)
+		sh.mu.Unlock()
+	}
+	c.arenaMu.Lock()
+	c.arena.reset()
+	c.arenaMu.Unlock()
 }
 
 // Stats reports how many reads were served and how many page runs were
 // fetched from the source.
 func (c *MemCache) Stats() (reads, fetches int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.reads, c.misses
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		reads += sh.reads
+		fetches += sh.misses
+		sh.mu.Unlock()
+	}
+	return reads, fetches
 }
 
 // unmappedPage is what the cache holds for a page that cannot be read:
@@ -74,17 +112,21 @@ func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 	}
 	pages = pages[:count]
 
-	c.mu.Lock()
-	c.reads++
-	gen := c.gen
+	gen := c.gen.Load()
 	missing := false
 	for i := range pages {
-		pages[i] = c.pages[first+uint64(i)*PageSize]
+		p := first + uint64(i)*PageSize
+		sh := c.shard(p)
+		sh.mu.Lock()
+		if i == 0 {
+			sh.reads++
+		}
+		pages[i] = sh.pages[p]
+		sh.mu.Unlock()
 		missing = missing || pages[i] == nil
 	}
-	c.mu.Unlock()
 
-	// Fetch each run of missing pages in one call, without the lock.
+	// Fetch each run of missing pages in one call, without a lock.
 	for i := 0; missing && i < count; {
 		if pages[i] != nil {
 			i++
@@ -99,7 +141,7 @@ func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 		i = j
 	}
 
-	// Pages are never written once recorded: copy without the lock.
+	// Pages are never written once recorded: copy without a lock.
 	for i, page := range pages {
 		p := first + uint64(i)*PageSize
 		if len(page) == 0 {
@@ -119,7 +161,7 @@ func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 func (c *MemCache) fetch(start uint64, run [][]byte) int {
 	calls := 0
 	for i := 0; i < len(run); {
-		tmp := make([]byte, (len(run)-i)*PageSize)
+		tmp := c.alloc(len(run) - i)
 		got, _ := c.src.ReadPages(start+uint64(i)*PageSize, tmp)
 		calls++
 		whole := got / PageSize
@@ -135,23 +177,37 @@ func (c *MemCache) fetch(start uint64, run [][]byte) int {
 	return calls
 }
 
+// alloc returns room for n pages from the arena.
+func (c *MemCache) alloc(n int) []byte {
+	c.arenaMu.Lock()
+	defer c.arenaMu.Unlock()
+	return c.arena.alloc(n)
+}
+
 // record keeps the pages of run, fetched from start, unless the cache was
-// invalidated since the fetch began (generation gen). A page another read
+// invalidated since the read began (generation gen). A page another read
 // recorded meanwhile is kept, and replaces the copy in run, so every
 // reader sees the same bytes.
 func (c *MemCache) record(gen, start uint64, run [][]byte, fetches int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.misses += fetches
-	if c.gen != gen {
-		return
-	}
+	first := c.shard(start)
+	first.mu.Lock()
+	first.misses += fetches
+	first.mu.Unlock()
 	for k, page := range run {
 		p := start + uint64(k)*PageSize
-		if old, ok := c.pages[p]; ok {
-			run[k] = old
-			continue
+		sh := c.shard(p)
+		sh.mu.Lock()
+		// Checked under the shard's lock: Invalidate counts before it
+		// empties the shards.
+		if c.gen.Load() != gen {
+			sh.mu.Unlock()
+			return
 		}
-		c.pages[p] = page
+		if old, ok := sh.pages[p]; ok {
+			run[k] = old
+		} else {
+			sh.pages[p] = page
+		}
+		sh.mu.Unlock()
 	}
 }

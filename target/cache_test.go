@@ -119,7 +119,8 @@ func TestMemCacheFetchesConcurrently(t *testing.T) {
 }
 
 // TestMemCacheInvalidateDuringFetch checks that pages fetched across an
-// Invalidate (the target resumed meanwhile) are not kept.
+// Invalidate (the target resumed meanwhile) are not kept, and that pages
+// fetched after it, into the arena's reused memory, are right.
 func TestMemCacheInvalidateDuringFetch(t *testing.T) {
 	src := &gateReader{want: 1, all: make(chan struct{})}
 	c := NewMemCache(src)
@@ -134,6 +135,52 @@ func TestMemCacheInvalidateDuringFetch(t *testing.T) {
 	}
 	if src.calls != 2 {
 		t.Fatalf("the page was fetched %d times, want 2: a page fetched across Invalidate must not be kept", src.calls)
+	}
+	// Another stop: every page is fetched again, into reused memory.
+	c.Invalidate()
+	buf := make([]byte, 3*PageSize)
+	if err := c.ReadMemory(0x7000, buf); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range buf {
+		if want := byte((0x7000 + i) >> 12); v != want {
+			t.Fatalf("byte %d after Invalidate is %d, want %d", i, v, want)
+		}
+	}
+	if _, fetches := c.Stats(); fetches != 3 {
+		t.Fatalf("fetches = %d, want 3", fetches)
+	}
+}
+
+// TestPageArena checks the arena's chunks: pages are handed out in order
+// without overlap, a request larger than a chunk gets a chunk of its own,
+// and reset reuses the chunks, zeroed.
+func TestPageArena(t *testing.T) {
+	var a pageArena
+	p1 := a.alloc(1)
+	p1[0] = 0xaa
+	p2 := a.alloc(firstChunkPages - 1)
+	if &p2[0] != &a.chunks[0][PageSize] || len(p2) != (firstChunkPages-1)*PageSize {
+		t.Fatalf("second allocation is not the rest of the first chunk")
+	}
+	big := a.alloc(3 * firstChunkPages)
+	if len(a.chunks) != 2 || len(a.chunks[1]) != 3*firstChunkPages*PageSize || &big[0] != &a.chunks[1][0] {
+		t.Fatalf("a request of 3 chunks: %d chunks, the last of %d bytes", len(a.chunks), len(a.chunks[len(a.chunks)-1]))
+	}
+	a.reset()
+	again := a.alloc(1)
+	if &again[0] != &p1[0] {
+		t.Fatal("reset did not start again from the first chunk")
+	}
+	if again[0] != 0 {
+		t.Fatalf("a page reused after reset holds %#x, want 0", again[0])
+	}
+	// The first chunk is too small for this: the second is reused.
+	if b := a.alloc(2 * firstChunkPages); &b[0] != &big[0] {
+		t.Fatal("a request larger than the first chunk's rest did not reuse the second chunk")
+	}
+	if len(a.chunks) != 2 {
+		t.Fatalf("%d chunks after reuse, want 2", len(a.chunks))
 	}
 }
 
