@@ -890,6 +890,13 @@ func (b *builder) icvs() {
 		b.warn("ICVs: %v", err)
 		return
 	}
+	// Sized once: a thousand threads have tens of thousands of ICVs.
+	per := map[ompd.Scope]int{}
+	for _, icv := range all {
+		per[icv.Scope]++
+	}
+	b.r.ICVs = slices.Grow(b.r.ICVs, per[ompd.ScopeAddressSpace]+per[ompd.ScopeThread]*len(b.threadH)+
+		per[ompd.ScopeParallel]*len(b.r.Regions)+per[ompd.ScopeTask]*len(b.r.Tasks))
 	for _, icv := range all {
 		if icv.Scope == ompd.ScopeAddressSpace {
 			add(icv, nil, b.as)

@@ -26,6 +26,7 @@ package unwind
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/go-delve/delve/pkg/dwarf/regnum"
@@ -306,6 +307,10 @@ type Unwinder struct {
 	warnings []string
 	mems     map[uint64]*memImage // in-memory images (the vDSO) by base address
 	tramps   map[trampKey]bool
+
+	// scratch holds *[]Frame slices a walk grows its frames in; the
+	// frames returned are a copy of the right size.
+	scratch sync.Pool
 }
 
 // New returns an Unwinder for target t.
@@ -368,7 +373,15 @@ func (u *Unwinder) UnwindRegisters(regs target.Registers) ([]Frame, Stop) {
 		limit = DefaultMaxFrames
 	}
 	cur := Frame{How: MethodRegisters, regs: fromRegisters(&regs)}
-	var frames []Frame
+	scratch, _ := u.scratch.Get().(*[]Frame)
+	if scratch == nil {
+		scratch = new([]Frame)
+	}
+	frames := (*scratch)[:0]
+	defer func() {
+		*scratch = frames[:0]
+		u.scratch.Put(scratch)
+	}()
 	for {
 		cur.PC, _ = cur.regs.get(regnum.AMD64_Rip)
 		cur.SP, _ = cur.regs.get(regnum.AMD64_Rsp)
@@ -382,10 +395,10 @@ func (u *Unwinder) UnwindRegisters(regs target.Registers) ([]Frame, Stop) {
 		caller, stop, ok := u.step(f)
 		if !ok {
 			stop.PC = f.PC
-			return frames, stop
+			return slices.Clone(frames), stop
 		}
 		if len(frames) >= limit {
-			return frames, Stop{Reason: ReasonLimit, PC: f.PC, Detail: fmt.Sprintf("%d frames (limit MaxFrames)", limit)}
+			return slices.Clone(frames), Stop{Reason: ReasonLimit, PC: f.PC, Detail: fmt.Sprintf("%d frames (limit MaxFrames)", limit)}
 		}
 		cur = caller
 	}
