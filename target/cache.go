@@ -61,9 +61,8 @@ func (c *MemCache) shard(page uint64) *cacheShard {
 	return &c.shards[(page/PageSize)%cacheShards]
 }
 
-// Invalidate forgets every cached page and gives their memory back (call
-// it when the target resumes, when no read is in progress; a read still in
-// progress may return zeros, and records nothing).
+// Invalidate forgets every cached page (call it when the target resumes,
+// when no read is in progress; a read still in progress records nothing).
 func (c *MemCache) Invalidate() {
 	c.gen.Add(1)
 	for i := range c.shards {
@@ -75,6 +74,14 @@ func (c *MemCache) Invalidate() {
 	c.arenaMu.Lock()
 	c.arena.reset()
 	c.arenaMu.Unlock()
+}
+
+// Reserve readies room for n pages before they are read (before the
+// target is stopped, say), so that reading them costs no page fault.
+func (c *MemCache) Reserve(n int) {
+	c.arenaMu.Lock()
+	defer c.arenaMu.Unlock()
+	c.arena.reserve(n)
 }
 
 // Stats reports how many reads were served and how many page runs were

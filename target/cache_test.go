@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // holeReader serves pages 0x1000-0x5000 except the hole at 0x3000, stopping
@@ -153,34 +154,46 @@ func TestMemCacheInvalidateDuringFetch(t *testing.T) {
 }
 
 // TestPageArena checks the arena's chunks: pages are handed out in order
-// without overlap, a request larger than a chunk gets a chunk of its own,
-// and reset reuses the chunks, zeroed.
+// without overlap, the chunks after the first are whole huge pages,
+// aligned, a request larger than a chunk gets a chunk of its own, and a
+// reservation is used before anything else is allocated.
 func TestPageArena(t *testing.T) {
 	var a pageArena
 	p1 := a.alloc(1)
-	p1[0] = 0xaa
 	p2 := a.alloc(firstChunkPages - 1)
-	if &p2[0] != &a.chunks[0][PageSize] || len(p2) != (firstChunkPages-1)*PageSize {
-		t.Fatalf("second allocation is not the rest of the first chunk")
+	if &p2[0] != &a.chunks[0][PageSize] || len(p2) != (firstChunkPages-1)*PageSize || &p1[0] != &a.chunks[0][0] {
+		t.Fatalf("the first two allocations are not the first chunk, in order")
 	}
-	big := a.alloc(3 * firstChunkPages)
-	if len(a.chunks) != 2 || len(a.chunks[1]) != 3*firstChunkPages*PageSize || &big[0] != &a.chunks[1][0] {
-		t.Fatalf("a request of 3 chunks: %d chunks, the last of %d bytes", len(a.chunks), len(a.chunks[len(a.chunks)-1]))
+	three := a.alloc(3 * firstChunkPages)
+	if len(a.chunks) != 2 || len(a.chunks[1]) != hugePageSize || &three[0] != &a.chunks[1][0] {
+		t.Fatalf("a request of 3 small chunks: %d chunks, the last of %d bytes; want a second chunk of one huge page", len(a.chunks), len(a.chunks[len(a.chunks)-1]))
+	}
+	if addr := uintptr(unsafe.Pointer(&three[0])); addr%hugePageSize != 0 {
+		t.Fatalf("the huge chunk is at %#x, not aligned to a huge page", addr)
+	}
+	big := a.alloc(3 * hugeChunkPages)
+	if len(a.chunks) != 3 || len(a.chunks[2]) != 3*hugePageSize || &big[0] != &a.chunks[2][0] {
+		t.Fatalf("a request of 3 huge pages: %d chunks, the last of %d bytes", len(a.chunks), len(a.chunks[len(a.chunks)-1]))
 	}
 	a.reset()
-	again := a.alloc(1)
-	if &again[0] != &p1[0] {
-		t.Fatal("reset did not start again from the first chunk")
+	if a.alloc(1); len(a.chunks) != 1 || len(a.chunks[0]) != firstChunkPages*PageSize {
+		t.Fatal("after reset, the arena did not start again with a small chunk")
 	}
-	if again[0] != 0 {
-		t.Fatalf("a page reused after reset holds %#x, want 0", again[0])
+
+	var r pageArena
+	r.reserve(5000)
+	if len(r.chunks) != 1 || len(r.chunks[0]) < 5000*PageSize {
+		t.Fatalf("reserve(5000): %d chunks", len(r.chunks))
 	}
-	// The first chunk is too small for this: the second is reused.
-	if b := a.alloc(2 * firstChunkPages); &b[0] != &big[0] {
-		t.Fatal("a request larger than the first chunk's rest did not reuse the second chunk")
+	for range len(r.chunks[0]) / PageSize {
+		r.alloc(1)
 	}
-	if len(a.chunks) != 2 {
-		t.Fatalf("%d chunks after reuse, want 2", len(a.chunks))
+	if len(r.chunks) != 1 {
+		t.Fatalf("the reserved chunk used up: %d chunks, want 1", len(r.chunks))
+	}
+	r.reserve(10)
+	if len(r.chunks) != 2 {
+		t.Fatalf("reserve beyond the first chunk: %d chunks, want 2", len(r.chunks))
 	}
 }
 

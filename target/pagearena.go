@@ -1,75 +1,125 @@
 package target
 
 import (
+	"unsafe"
+
 	"golang.org/x/sys/unix"
 )
 
-// Sizes of the chunks a pageArena maps, in pages: the first is small (a
-// report of a few threads reads a few dozen pages), each next one twice
-// the last, up to the largest.
+// Sizes of the chunks a pageArena allocates, in pages: the first is small
+// (a report of a few threads reads a few dozen pages), the others are at
+// least hugeChunkPages, each twice the last up to maxChunkPages.
 const (
 	firstChunkPages = 64
-	maxChunkPages   = 1024
+	hugeChunkPages  = hugePageSize / PageSize
+	maxChunkPages   = 2048
 )
 
-// pageArena holds the pages a MemCache reads during one stop, in memory
-// mapped for it and populated by the kernel in one call per chunk
-// (MAP_POPULATE). A page of fresh Go heap costs a page fault when the
-// kernel first writes it, several times the cost of the read itself: a
-// thousand threads' stacks and structures are about 5000 pages, read
-// while the target is held stopped. The memory is outside the Go heap:
-// the collector neither scans nor keeps it.
+// hugePageSize is the size of an x86-64 transparent huge page.
+const hugePageSize = 2 << 20
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14): populate a range
+// writable, as a write to every page would.
+const madvPopulateWrite = 23
+
+// pageArena holds the pages a MemCache reads during one stop, in chunks
+// populated before use. A page of fresh memory costs a page fault when the
+// kernel first writes it, and a scattered 4 KiB page a translation miss:
+// together several times the cost of the read itself, and a thousand
+// threads' stacks and structures are about 5000 pages, read while the
+// target is held stopped. Chunks of 2 MiB or more are aligned and asked to
+// be transparent huge pages (MADV_HUGEPAGE), which makes a read into them
+// as cheap as into a buffer used again and again.
 //
-// Chunks are never unmapped: reset gives their memory back to the system
-// (MADV_DONTNEED) and keeps the mappings for the next stop, so that a page
-// a caller still held could at worst read zeros, never fault.
+// The chunks are Go memory (byte slices, which the collector does not
+// scan): a page a caller still holds stays valid, and once reset drops
+// them, the heap reuses their populated memory for what comes next.
 //
 // A pageArena is not safe for concurrent use.
 type pageArena struct {
-	chunks [][]byte // mapped chunks, in the order they are used
+	chunks [][]byte // chunks, in the order they are used
 	cur    int      // index in chunks of the chunk rest is from
 	rest   []byte   // the unused part of chunks[cur]
-	next   int      // pages in the next chunk mapped
+	next   int      // pages in the next chunk
 }
 
-// alloc returns n pages. When mapping fails (a memory limit, say), they
-// come from the Go heap.
+// reserve populates chunks for at least n more pages than the current
+// chunk has left, so that no page of them costs a fault later.
+func (a *pageArena) reserve(n int) {
+	free := len(a.rest) / PageSize
+	for i := a.cur + 1; i < len(a.chunks); i++ {
+		free += len(a.chunks[i]) / PageSize
+	}
+	if free < n {
+		mem := a.newChunk(n - free)
+		if len(a.chunks) == 0 {
+			a.cur, a.rest = 0, mem
+		}
+		a.chunks = append(a.chunks, mem)
+	}
+}
+
+// alloc returns n pages.
 func (a *pageArena) alloc(n int) []byte {
 	size := n * PageSize
 	for len(a.rest) < size {
 		if a.cur+1 < len(a.chunks) {
-			// A chunk kept from an earlier stop; too small ones are
-			// skipped.
+			// A reserved chunk; too small ones are skipped.
 			a.cur++
 			a.rest = a.chunks[a.cur]
 			continue
 		}
-		if a.next == 0 {
-			a.next = firstChunkPages
-		}
-		pages := max(a.next, n)
-		mem, err := unix.Mmap(-1, 0, pages*PageSize, unix.PROT_READ|unix.PROT_WRITE,
-			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
-		if err != nil {
-			return make([]byte, size)
-		}
+		mem := a.newChunk(n)
 		a.chunks = append(a.chunks, mem)
 		a.cur, a.rest = len(a.chunks)-1, mem
-		a.next = min(a.next*2, maxChunkPages)
 	}
 	b := a.rest[:size:size]
 	a.rest = a.rest[size:]
 	return b
 }
 
-// reset gives the memory of every page handed out back to the system and
-// starts again from the first chunk.
+// newChunk allocates and populates the next chunk, of at least n pages.
+func (a *pageArena) newChunk(n int) []byte {
+	if a.next == 0 {
+		a.next = firstChunkPages
+	}
+	pages := max(a.next, n)
+	if a.next == firstChunkPages {
+		a.next = hugeChunkPages
+	} else {
+		a.next = min(a.next*2, maxChunkPages)
+	}
+	if pages < hugeChunkPages {
+		mem := make([]byte, pages*PageSize)
+		populate(mem)
+		return mem
+	}
+	// Whole huge pages, aligned to one.
+	size := (pages*PageSize + hugePageSize - 1) &^ (hugePageSize - 1)
+	mem := make([]byte, size+hugePageSize)
+	off := 0
+	if mis := int(uintptr(unsafe.Pointer(&mem[0])) % hugePageSize); mis != 0 {
+		off = hugePageSize - mis
+	}
+	mem = mem[off : off+size : off+size]
+	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE) // advice: fine if refused
+	populate(mem)
+	return mem
+}
+
+// populate makes the kernel back every page of mem (page-aligned) now,
+// with one call where the kernel can (MADV_POPULATE_WRITE), else by
+// writing to each page.
+func populate(mem []byte) {
+	if uintptr(unsafe.Pointer(&mem[0]))%PageSize == 0 && unix.Madvise(mem, madvPopulateWrite) == nil {
+		return
+	}
+	for i := 0; i < len(mem); i += PageSize {
+		mem[i] = 0
+	}
+}
+
+// reset drops every chunk: the next stop's pages are new ones.
 func (a *pageArena) reset() {
-	for _, c := range a.chunks {
-		_ = unix.Madvise(c, unix.MADV_DONTNEED) // advice: nothing to do if refused
-	}
-	a.cur, a.rest = 0, nil
-	if len(a.chunks) > 0 {
-		a.rest = a.chunks[0]
-	}
+	*a = pageArena{}
 }

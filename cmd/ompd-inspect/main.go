@@ -290,11 +290,11 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 	// needs, and what unwinding needs (some views unwind too, to infer
 	// states); the debug information that names frames only for the
 	// views that show them.
-	prepStacks := stacks.PrepareUnwind
+	prepStacks, pages := stacks.PrepareUnwind, reportPagesPerThread
 	if stackViews[view] {
-		prepStacks = stacks.PrepareImage
+		prepStacks, pages = stacks.PrepareImage, reportPagesPerThread+stackPagesPerThread
 	}
-	popts := ptrace.Options{Interrupt: sigs, Prepare: func(im *elf.Image) {
+	popts := ptrace.Options{Interrupt: sigs, CachePagesPerThread: pages, Prepare: func(im *elf.Image) {
 		// One image at a time here: Attach prepares as many images at
 		// once as there are CPUs.
 		inspect.PrepareImage(im)
@@ -351,6 +351,16 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 	defer ptrace.ExitOnSignals(pid, sigs)()
 	return finishReports(read), nil
 }
+
+// The pages of target memory a report reads per thread (its thread,
+// task and team structures), and its stack adds (from the stack pointer
+// to the thread's start), as measured on LLVM's libomp with 1024 threads
+// in a barrier: 4.6 pages a thread in all. ptrace.Attach readies that
+// much memory cache before the stop.
+const (
+	reportPagesPerThread = 2
+	stackPagesPerThread  = 3
+)
 
 // afterAttach, when set (by tests), runs right after Attach, before the
 // report is built.

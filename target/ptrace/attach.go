@@ -74,11 +74,19 @@ func Attach(pid int, opts Options) (*Process, error) {
 	// What identifies the program the process runs now; compared once
 	// every thread has stopped, it shows an exec that raced the attach.
 	p.image, p.imageErr = execIdentity(pid)
-	// The modules' files are opened, and prepared, while it still runs.
+	// The cache's memory is readied, and the modules' files opened and
+	// prepared, while it still runs.
+	p.cache = target.NewMemCache(p)
+	reserved := make(chan struct{})
+	go func() {
+		defer close(reserved)
+		p.reserveCache(opts.CachePagesPerThread)
+	}()
 	p.openEarly(opts.Prepare)
 	if sig, ok := p.waitPrepared(); ok {
 		return nil, &InterruptedError{PID: pid, Signal: sig}
 	}
+	<-reserved
 	p.tr = startTracer()
 	stopReaper := reapTracedZombies(pid, p.tr.tid, p.seizes.stuck)
 	p.stopBegan = time.Now()
@@ -123,7 +131,6 @@ func Attach(pid int, opts Options) (*Process, error) {
 	// has exited (pthread_exit) no longer has memory or mappings.
 	live := p.threads[0].TID
 	p.mem = newMemReader(pid, live)
-	p.cache = target.NewMemCache(p)
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", live))
 	if err != nil {
 		p.warnf("process %d: cannot read the executable's path: %v", pid, err)
@@ -344,6 +351,24 @@ func identityOf(auxv []byte, read func(addr uint64, buf []byte) (int, error)) ([
 	}
 	return id, nil
 }
+
+// reserveCache readies the memory cache for perThread pages per thread of
+// the process (target.MemCache.Reserve), by the thread count its status
+// gives now. Threads that come later are read into memory readied as
+// they are.
+func (p *Process) reserveCache(perThread int) {
+	if perThread <= 0 {
+		return
+	}
+	st, err := readStatus(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil || st.Threads <= 0 {
+		return // the attach says what is wrong
+	}
+	p.cache.Reserve(min(st.Threads, maxReservedThreads) * perThread)
+}
+
+// maxReservedThreads bounds the threads reserveCache readies pages for.
+const maxReservedThreads = 16384
 
 // atRandom is the auxiliary vector's AT_RANDOM tag.
 const atRandom = 25

@@ -19,6 +19,7 @@ type procStatus struct {
 	State     string // as printed, e.g. "S (sleeping)"
 	Tgid      int
 	TracerPid int
+	Threads   int
 }
 
 // maxStatusBytes bounds a /proc/.../status file (about 1.5 KiB).
@@ -65,6 +66,8 @@ func readStatus(path string) (procStatus, error) {
 			st.Tgid, err = strconv.Atoi(val())
 		case "TracerPid":
 			st.TracerPid, err = strconv.Atoi(val())
+		case "Threads":
+			st.Threads, err = strconv.Atoi(val())
 		}
 		if err != nil {
 			return procStatus{}, fmt.Errorf("%s: field %s: %w", path, k, err)

@@ -61,6 +61,12 @@ type Options struct {
 	// call to return before it stops the process.
 	Prepare func(*elf.Image)
 
+	// CachePagesPerThread, when positive, is how many pages of memory
+	// cache per thread Attach readies while the process still runs
+	// (target.MemCache.Reserve), for the reads the caller will make while
+	// it is stopped: a page read into fresh memory costs a page fault.
+	CachePagesPerThread int
+
 	// afterSeize, when set (by tests), runs on the tracing thread after a
 	// thread has been seized and before it is interrupted.
 	afterSeize func(tid int)
