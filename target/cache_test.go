@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 )
 
 // holeReader serves pages 0x1000-0x5000 except the hole at 0x3000, stopping
@@ -154,9 +153,9 @@ func TestMemCacheInvalidateDuringFetch(t *testing.T) {
 }
 
 // TestPageArena checks the arena's chunks: pages are handed out in order
-// without overlap, the chunks after the first are whole huge pages,
-// aligned, a request larger than a chunk gets a chunk of its own, and a
-// reservation is used before anything else is allocated.
+// without overlap, the chunks after the first are whole huge pages, a
+// request larger than a chunk gets a chunk of its own, and a reservation
+// is used before anything else is allocated.
 func TestPageArena(t *testing.T) {
 	var a pageArena
 	p1 := a.alloc(1)
@@ -165,15 +164,12 @@ func TestPageArena(t *testing.T) {
 		t.Fatalf("the first two allocations are not the first chunk, in order")
 	}
 	three := a.alloc(3 * firstChunkPages)
-	if len(a.chunks) != 2 || len(a.chunks[1]) != hugePageSize || &three[0] != &a.chunks[1][0] {
-		t.Fatalf("a request of 3 small chunks: %d chunks, the last of %d bytes; want a second chunk of one huge page", len(a.chunks), len(a.chunks[len(a.chunks)-1]))
+	if len(a.chunks) != 2 || len(a.chunks[1]) != secondChunkPages*PageSize || &three[0] != &a.chunks[1][0] {
+		t.Fatalf("a request of 3 small chunks: %d chunks, the last of %d bytes; want a second chunk of %d pages", len(a.chunks), len(a.chunks[len(a.chunks)-1]), secondChunkPages)
 	}
-	if addr := uintptr(unsafe.Pointer(&three[0])); addr%hugePageSize != 0 {
-		t.Fatalf("the huge chunk is at %#x, not aligned to a huge page", addr)
-	}
-	big := a.alloc(3 * hugeChunkPages)
-	if len(a.chunks) != 3 || len(a.chunks[2]) != 3*hugePageSize || &big[0] != &a.chunks[2][0] {
-		t.Fatalf("a request of 3 huge pages: %d chunks, the last of %d bytes", len(a.chunks), len(a.chunks[len(a.chunks)-1]))
+	big := a.alloc(5*hugeChunkPages + 1)
+	if len(a.chunks) != 3 || len(a.chunks[2]) != 6*hugePageSize || &big[0] != &a.chunks[2][0] {
+		t.Fatalf("a request of 5 huge pages and a page: %d chunks, the last of %d bytes; want 6 huge pages", len(a.chunks), len(a.chunks[len(a.chunks)-1]))
 	}
 	a.reset()
 	if a.alloc(1); len(a.chunks) != 1 || len(a.chunks[0]) != firstChunkPages*PageSize {

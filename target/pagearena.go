@@ -7,12 +7,15 @@ import (
 )
 
 // Sizes of the chunks a pageArena allocates, in pages: the first is small
-// (a report of a few threads reads a few dozen pages), the others are at
-// least hugeChunkPages, each twice the last up to maxChunkPages.
+// (a report of a few threads reads a few dozen pages), the second
+// secondChunkPages (two huge pages: at least one lies wholly inside it),
+// each next one twice the last up to maxChunkPages. Past the first, a
+// chunk is a whole number of huge pages.
 const (
-	firstChunkPages = 64
-	hugeChunkPages  = hugePageSize / PageSize
-	maxChunkPages   = 2048
+	firstChunkPages  = 64
+	hugeChunkPages   = hugePageSize / PageSize
+	secondChunkPages = 2 * hugeChunkPages
+	maxChunkPages    = 4096
 )
 
 // hugePageSize is the size of an x86-64 transparent huge page.
@@ -27,9 +30,10 @@ const madvPopulateWrite = 23
 // kernel first writes it, and a scattered 4 KiB page a translation miss:
 // together several times the cost of the read itself, and a thousand
 // threads' stacks and structures are about 5000 pages, read while the
-// target is held stopped. Chunks of 2 MiB or more are aligned and asked to
-// be transparent huge pages (MADV_HUGEPAGE), which makes a read into them
-// as cheap as into a buffer used again and again.
+// target is held stopped. Chunks are whole 2 MiB past the first, and the
+// aligned 2 MiB pieces of them are asked to be transparent huge pages
+// (MADV_HUGEPAGE), which makes a read into them as cheap as into a buffer
+// used again and again.
 //
 // The chunks are Go memory (byte slices, which the collector does not
 // scan): a page a caller still holds stays valid, and once reset drops
@@ -85,7 +89,7 @@ func (a *pageArena) newChunk(n int) []byte {
 	}
 	pages := max(a.next, n)
 	if a.next == firstChunkPages {
-		a.next = hugeChunkPages
+		a.next = secondChunkPages
 	} else {
 		a.next = min(a.next*2, maxChunkPages)
 	}
@@ -94,15 +98,17 @@ func (a *pageArena) newChunk(n int) []byte {
 		populate(mem)
 		return mem
 	}
-	// Whole huge pages, aligned to one.
+	// Whole huge pages; those wholly inside the chunk are asked to be
+	// huge (the edges of an unaligned chunk stay small pages).
 	size := (pages*PageSize + hugePageSize - 1) &^ (hugePageSize - 1)
-	mem := make([]byte, size+hugePageSize)
+	mem := make([]byte, size)
 	off := 0
 	if mis := int(uintptr(unsafe.Pointer(&mem[0])) % hugePageSize); mis != 0 {
 		off = hugePageSize - mis
 	}
-	mem = mem[off : off+size : off+size]
-	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE) // advice: fine if refused
+	if inner := mem[off : off+(size-off)&^(hugePageSize-1)]; len(inner) > 0 {
+		_ = unix.Madvise(inner, unix.MADV_HUGEPAGE) // advice: fine if refused
+	}
 	populate(mem)
 	return mem
 }

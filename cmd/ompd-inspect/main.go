@@ -290,11 +290,11 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 	// needs, and what unwinding needs (some views unwind too, to infer
 	// states); the debug information that names frames only for the
 	// views that show them.
-	prepStacks, pages := stacks.PrepareUnwind, reportPagesPerThread
+	prepStacks := stacks.PrepareUnwind
 	if stackViews[view] {
-		prepStacks, pages = stacks.PrepareImage, reportPagesPerThread+stackPagesPerThread
+		prepStacks = stacks.PrepareImage
 	}
-	popts := ptrace.Options{Interrupt: sigs, CachePagesPerThread: pages, Prepare: func(im *elf.Image) {
+	popts := ptrace.Options{Interrupt: sigs, CachePagesPerThread: cachePagesPerThread, Prepare: func(im *elf.Image) {
 		// One image at a time here: Attach prepares as many images at
 		// once as there are CPUs.
 		inspect.PrepareImage(im)
@@ -352,15 +352,12 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 	return finishReports(read), nil
 }
 
-// The pages of target memory a report reads per thread (its thread,
-// task and team structures), and its stack adds (from the stack pointer
-// to the thread's start), as measured on LLVM's libomp with 1024 threads
-// in a barrier: 4.6 pages a thread in all. ptrace.Attach readies that
-// much memory cache before the stop.
-const (
-	reportPagesPerThread = 2
-	stackPagesPerThread  = 3
-)
+// cachePagesPerThread is how many pages of target memory a report reads
+// per thread: its thread, task and team structures and its stack (every
+// view unwinds, at least to infer states), 4.6 pages a thread as measured
+// on LLVM's libomp, with and without OMPD, with 1024 threads in a
+// barrier. ptrace.Attach readies that much memory cache before the stop.
+const cachePagesPerThread = 5
 
 // afterAttach, when set (by tests), runs right after Attach, before the
 // report is built.

@@ -364,11 +364,12 @@ func (p *Process) reserveCache(perThread int) {
 	if err != nil || st.Threads <= 0 {
 		return // the attach says what is wrong
 	}
-	p.cache.Reserve(min(st.Threads, maxReservedThreads) * perThread)
+	p.cache.Reserve(min(st.Threads*perThread, maxReservedPages))
 }
 
-// maxReservedThreads bounds the threads reserveCache readies pages for.
-const maxReservedThreads = 16384
+// maxReservedPages bounds the pages reserveCache readies (64 MiB); reads
+// beyond them get memory as they come.
+const maxReservedPages = 16384
 
 // atRandom is the auxiliary vector's AT_RANDOM tag.
 const atRandom = 25
