@@ -2,21 +2,25 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
+	"reflect"
 )
 
 // writeJSON writes v as indented JSON (two spaces, as json.Encoder with
-// SetIndent("", "  ") writes it) followed by a newline. The indented text
-// is written as it is made, 64 KiB at a time: a report of a thousand
-// threads is several megabytes.
+// SetIndent("", "  ") writes it) followed by a newline. The text is made
+// in pieces (jsonStreamer), indented as they come and written 64 KiB at a
+// time: a report of a thousand threads is several megabytes. An error
+// marshaling a value (none of a report's can fail) leaves what was
+// written before it.
 func writeJSON(w io.Writer, v any) error {
-	compact, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
+	return writeJSONSplit(w, v, jsonSplit)
+}
+
+// writeJSONSplit is writeJSON with jsonStreamer's split (tests make it
+// split everything).
+func writeJSONSplit(w io.Writer, v any, split int) error {
 	var werr error
-	buf := indentJSON(make([]byte, 0, 2*jsonChunk), compact, func(b []byte) []byte {
+	in := indenter{flush: func(b []byte) []byte {
 		if werr != nil {
 			return b[:0] // the rest is lost: make no more of it
 		}
@@ -25,11 +29,20 @@ func writeJSON(w io.Writer, v any) error {
 		}
 		_, werr = w.Write(b)
 		return b[:0]
-	})
+	}}
+	buf := make([]byte, 0, 2*jsonChunk)
+	st := jsonStreamer{split: split, emit: func(piece []byte) {
+		if werr == nil {
+			buf = in.indent(buf, piece)
+		}
+	}}
+	if err := st.value(reflect.ValueOf(v)); err != nil {
+		return err
+	}
 	if werr != nil {
 		return werr
 	}
-	_, err = w.Write(append(buf, '\n'))
+	_, err := w.Write(append(buf, '\n'))
 	return err
 }
 
@@ -46,22 +59,34 @@ const jsonChunk = 64 << 10
 // flush, when not nil, is given dst after each line and returns what dst
 // goes on from (dst itself, or dst[:0] once it has written it).
 func indentJSON(dst, src []byte, flush func([]byte) []byte) []byte {
-	depth := 0
-	open := false // the last byte opened an object or array
+	in := indenter{flush: flush}
+	return in.indent(dst, src)
+}
+
+// indenter is indentJSON over a text given in pieces: any split that
+// does not cut a string indents as the whole text does.
+type indenter struct {
+	flush func([]byte) []byte // as indentJSON's
+	depth int
+	open  bool // the last byte opened an object or array
+}
+
+// indent appends to dst the next piece of the text, src, indented.
+func (in *indenter) indent(dst, src []byte) []byte {
 	newline := func() {
-		if flush != nil {
-			dst = flush(dst)
+		if in.flush != nil {
+			dst = in.flush(dst)
 		}
 		dst = append(dst, '\n')
-		for range depth {
+		for range in.depth {
 			dst = append(dst, ' ', ' ')
 		}
 	}
 	for i := 0; i < len(src); i++ {
 		c := src[i]
-		if open && c != '}' && c != ']' {
-			open = false
-			depth++
+		if in.open && c != '}' && c != ']' {
+			in.open = false
+			in.depth++
 			newline()
 		}
 		switch c {
@@ -87,12 +112,12 @@ func indentJSON(dst, src []byte, flush func([]byte) []byte) []byte {
 			i = end - 1
 		case '{', '[':
 			dst = append(dst, c)
-			open = true
+			in.open = true
 		case '}', ']':
-			if open {
-				open = false // empty: "{}" or "[]"
+			if in.open {
+				in.open = false // empty: "{}" or "[]"
 			} else {
-				depth--
+				in.depth--
 				newline()
 			}
 			dst = append(dst, c)

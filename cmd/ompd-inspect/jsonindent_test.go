@@ -5,8 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+	"github.com/ompd-inspect/ompd-inspect/target/core"
 )
 
 // encoderJSON is what json.Encoder with SetIndent("", "  ") writes: the
@@ -76,17 +83,87 @@ func TestWriteJSON(t *testing.T) {
 		big = append(big, random(0), strs)
 	}
 	values = append(values, big)
+	values = append(values, streamerCases()...)
 	for i, v := range values {
-		var got countingWriter
-		if err := writeJSON(&got, v); err != nil {
-			t.Fatal(err)
+		want := encoderJSON(t, v)
+		for _, split := range []int{jsonSplit, 0} {
+			var got countingWriter
+			if err := writeJSONSplit(&got, v, split); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != want {
+				t.Fatalf("value %d, split %d: writeJSON wrote\n%s\njson.Encoder writes\n%s", i, split, got.String(), want)
+			}
+			if v, ok := v.([]any); ok && len(v) == 4000 && (got.writes < 2 || got.Len() < 2*jsonChunk) {
+				t.Errorf("the large value: %d bytes in %d writes; want more than %d bytes in pieces", got.Len(), got.writes, 2*jsonChunk)
+			}
 		}
-		if want := encoderJSON(t, v); got.String() != want {
-			t.Fatalf("value %d: writeJSON wrote\n%s\njson.Encoder writes\n%s", i, got.String(), want)
-		}
-		if i == len(values)-1 && (got.writes < 2 || got.Len() < 2*jsonChunk) {
-			t.Errorf("the large value: %d bytes in %d writes; want more than %d bytes in pieces", got.Len(), got.writes, 2*jsonChunk)
-		}
+	}
+}
+
+// Types for streamerCases: what jsonStreamer must marshal as json.Marshal
+// does, piece by piece or whole.
+type (
+	selfMarshaled struct{ N int }
+	ptrMarshaled  struct{ N int }
+	textKey       string
+	inner         struct {
+		A string `json:"a"`
+	}
+	tagged struct {
+		Name     string         `json:"name"`
+		Skip     string         `json:"-"`
+		Dash     string         `json:"-,"`
+		hidden   string         //nolint:unused // unexported: never encoded
+		Plain    int            // no tag: its Go name
+		Empty    []int          `json:"empty,omitempty"`
+		Zero     int            `json:"zero,omitempty"`
+		False    bool           `json:"false,omitempty"`
+		NilPtr   *inner         `json:"nil_ptr,omitempty"`
+		NilAny   any            `json:"nil_any,omitempty"`
+		EmptyMap map[string]int `json:"empty_map,omitempty"`
+		Ptr      *inner         `json:"ptr"`
+		Any      any            `json:"any"`
+		Self     selfMarshaled  `json:"self"`
+		ByPtr    ptrMarshaled   `json:"by_ptr"`
+		Keys     map[textKey]int
+		Ints     map[int]string `json:"ints"`
+		Bytes    []byte         `json:"bytes"`
+		Array    [3]inner       `json:"array"`
+		Quoted   int            `json:"quoted,string"`
+		Odd      string         `json:"odd<name>"`
+		List     []inner        `json:"list"`
+	}
+	embedding struct {
+		inner
+		B int `json:"b"`
+	}
+	twins struct {
+		X int `json:"Y"`
+		Y int
+	}
+)
+
+func (selfMarshaled) MarshalJSON() ([]byte, error) { return []byte(`{ "self" : true }`), nil }
+func (*ptrMarshaled) MarshalJSON() ([]byte, error) { return []byte(`"by pointer"`), nil }
+func (k textKey) MarshalText() ([]byte, error)     { return []byte("key-" + string(k)), nil }
+
+// streamerCases are values that take each of jsonStreamer's ways: struct
+// fields with every tag form, omitempty, embedded and duplicate fields,
+// types with their own marshaling (by value and by pointer, addressable or
+// not), maps with text and integer keys, byte slices and arrays.
+func streamerCases() []any {
+	full := tagged{
+		Name: "n", Skip: "s", Dash: "d", hidden: "h", Plain: 7, Ptr: &inner{A: "<&>"}, Any: []any{1, "x"},
+		Keys: map[textKey]int{"b": 2, "a": 1}, Ints: map[int]string{10: "ten", 2: "two"},
+		Bytes: []byte("bytes"), Quoted: 42, Odd: "o", List: []inner{{"1"}, {"2"}},
+	}
+	return []any{
+		full, &full, []tagged{full, {}}, []*tagged{&full, nil},
+		map[string]any{"t": full, "p": &full, "list": []tagged{full}},
+		tagged{}, embedding{inner{"e"}, 1}, twins{1, 2},
+		selfMarshaled{}, &ptrMarshaled{}, ptrMarshaled{}, []ptrMarshaled{{}, {}}, map[string]ptrMarshaled{"k": {}},
+		[]byte{}, [2]int{1, 2}, map[textKey]any{"z": nil}, (*tagged)(nil), []any{nil, (*inner)(nil)},
 	}
 }
 
@@ -146,6 +223,61 @@ func TestWriteJSONError(t *testing.T) {
 	for _, n := range []int{0, jsonChunk + 10} {
 		if err := writeJSON(&failingWriter{n: n}, big); err == nil || err.Error() != "disk full" {
 			t.Errorf("failing after %d bytes: %v, want disk full", n, err)
+		}
+	}
+}
+
+// TestWriteJSONReport compares writeJSON with json.Encoder on what the
+// all and bt views write for a real report (the corpus's gcore of the
+// barrier fixture on the OMPD build), split as writeJSON splits and with
+// everything split.
+func TestWriteJSONReport(t *testing.T) {
+	dir := filepath.Join(fixture.RepoRoot(t), "testdata", "cores")
+	path := filepath.Join(t.TempDir(), "core")
+	out, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("xz", "-dc", filepath.Join(dir, "barrier-ompd-gcore.core.xz"))
+	cmd.Stdout = out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("xz: %v", err)
+	}
+	out.Close()
+	c, err := core.Open(path, core.Options{Exe: filepath.Join(dir, "barrier-ompd"), SearchPath: []string{fixture.OMPDLibDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	reps, err := buildReports(c, inspect.Source{Kind: "core", Core: path}, "all", viewFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := reps[0]
+	bts, err := backtraces(rep, viewFlags{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bts) != 4 || len(rep.ICVs) == 0 {
+		t.Fatalf("the report has %d backtraces and %d ICVs; want the fixture's 4 threads and their ICVs", len(bts), len(rep.ICVs))
+	}
+	all := *rep
+	all.Backtraces = bts
+	values := map[string]any{
+		"all": &all,
+		"bt":  map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, "backtraces": bts},
+		"bt --group": map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, "groups": groups(bts)},
+	}
+	for name, v := range values {
+		want := encoderJSON(t, v)
+		for _, split := range []int{jsonSplit, 0} {
+			var got bytes.Buffer
+			if err := writeJSONSplit(&got, v, split); err != nil {
+				t.Fatal(err)
+			}
+			if got.String() != want {
+				t.Errorf("%s, split %d: writeJSON differs from json.Encoder", name, split)
+			}
 		}
 	}
 }
