@@ -264,8 +264,8 @@ func TestWriteJSONReport(t *testing.T) {
 	all := *rep
 	all.Backtraces = bts
 	values := map[string]any{
-		"all": &all,
-		"bt":  map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, "backtraces": bts},
+		"all":        &all,
+		"bt":         map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, "backtraces": bts},
 		"bt --group": map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, "groups": groups(bts)},
 	}
 	for name, v := range values {
