@@ -92,18 +92,31 @@ func (im *Image) LoadSymbols() error {
 }
 
 func (im *Image) indexSymbols() (*symIndex, error) {
-	idx := &symIndex{byName: make(map[string]symEntry)}
 	var errs []error
-	var funcs []symEntry
+	var tables [][]symEntry
+	total := 0
 	add := func(src *Image, typ elf.SectionType) {
 		entries, err := src.readSymbols(typ)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if len(idx.byName) == 0 {
-			// Sized once: growing it was a third of reading libc's symbols.
-			idx.byName = make(map[string]symEntry, len(entries))
+		tables = append(tables, entries)
+		total += len(entries)
+	}
+	add(im, elf.SHT_SYMTAB)
+	add(im, elf.SHT_DYNSYM)
+	if im.ef.SectionByType(elf.SHT_SYMTAB) == nil {
+		// A stripped file: its separate debug file usually keeps the
+		// full symbol table, local symbols included.
+		if sep, err := im.separate(); err == nil {
+			add(sep, elf.SHT_SYMTAB)
 		}
+	}
+	// Sized once for every table: growing them was a third of reading
+	// libc's symbols.
+	idx := &symIndex{byName: make(map[string]symEntry, total)}
+	funcs := make([]symEntry, 0, total)
+	for _, entries := range tables {
 		for _, e := range entries {
 			if old, ok := idx.byName[e.Name]; !ok || (old.local && !e.local) {
 				idx.byName[e.Name] = e
@@ -114,15 +127,6 @@ func (im *Image) indexSymbols() (*symIndex, error) {
 			case !e.TLS && e.Size > 0:
 				idx.objs = append(idx.objs, e.Sym)
 			}
-		}
-	}
-	add(im, elf.SHT_SYMTAB)
-	add(im, elf.SHT_DYNSYM)
-	if im.ef.SectionByType(elf.SHT_SYMTAB) == nil {
-		// A stripped file: its separate debug file usually keeps the
-		// full symbol table, local symbols included.
-		if sep, err := im.separate(); err == nil {
-			add(sep, elf.SHT_SYMTAB)
 		}
 	}
 	idx.syms, idx.funcs = im.funcSpans(funcs)
