@@ -12,7 +12,8 @@ const PageSize = 4096
 // PageReader reads whole runs of pages from a target. Backends implement
 // it with one system call (or one file read) per run; ReadPages may return
 // fewer bytes than asked when the tail is unmapped, and must then return
-// the count that was read.
+// the count that was read. A MemCache calls it from several goroutines at
+// once: it must be safe for concurrent use.
 type PageReader interface {
 	ReadPages(addr uint64, buf []byte) (int, error)
 }
@@ -82,6 +83,18 @@ func (c *MemCache) Reserve(n int) {
 	c.arenaMu.Lock()
 	defer c.arenaMu.Unlock()
 	c.arena.reserve(n)
+}
+
+// Readied reports how many pages of memory the cache has readied for
+// reads in this stop, used or not.
+func (c *MemCache) Readied() int {
+	c.arenaMu.Lock()
+	defer c.arenaMu.Unlock()
+	n := 0
+	for _, ch := range c.arena.chunks {
+		n += len(ch) / PageSize
+	}
+	return n
 }
 
 // Stats reports how many reads were served and how many page runs were
@@ -165,10 +178,13 @@ func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 // page, every one nil), and returns how many calls it made. A short read
 // means the page after the bytes read is unmapped; the pages after it are
 // fetched again, so one hole does not hide the mapped pages behind it.
+// The run takes one block of memory, whatever its holes: the slot of each
+// page is its own.
 func (c *MemCache) fetch(start uint64, run [][]byte) int {
+	block := c.alloc(len(run))
 	calls := 0
 	for i := 0; i < len(run); {
-		tmp := c.alloc(len(run) - i)
+		tmp := block[i*PageSize:]
 		got, _ := c.src.ReadPages(start+uint64(i)*PageSize, tmp)
 		calls++
 		whole := got / PageSize

@@ -101,7 +101,9 @@ func TestMemCacheFetchesConcurrently(t *testing.T) {
 	for i := range 2 {
 		wg.Go(func() {
 			var b [1]byte
-			addr := uint64(0x10000 + i*0x1000)
+			// Pages cacheShards apart: the same shard, whose lock must
+			// not be held during a fetch either.
+			addr := uint64(0x10000 + i*cacheShards*PageSize)
 			if errs[i] = c.ReadMemory(addr, b[:]); errs[i] == nil && b[0] != byte(addr>>12) {
 				errs[i] = fmt.Errorf("read %d at %#x, want %d", b[0], addr, byte(addr>>12))
 			}
@@ -120,7 +122,7 @@ func TestMemCacheFetchesConcurrently(t *testing.T) {
 
 // TestMemCacheInvalidateDuringFetch checks that pages fetched across an
 // Invalidate (the target resumed meanwhile) are not kept, and that pages
-// fetched after it, into the arena's reused memory, are right.
+// fetched after it, into the arena's first chunk used again, are right.
 func TestMemCacheInvalidateDuringFetch(t *testing.T) {
 	src := &gateReader{want: 1, all: make(chan struct{})}
 	c := NewMemCache(src)
@@ -136,7 +138,7 @@ func TestMemCacheInvalidateDuringFetch(t *testing.T) {
 	if src.calls != 2 {
 		t.Fatalf("the page was fetched %d times, want 2: a page fetched across Invalidate must not be kept", src.calls)
 	}
-	// Another stop: every page is fetched again, into reused memory.
+	// Another stop: every page is fetched again, into the same chunk.
 	c.Invalidate()
 	buf := make([]byte, 3*PageSize)
 	if err := c.ReadMemory(0x7000, buf); err != nil {
@@ -172,8 +174,8 @@ func TestPageArena(t *testing.T) {
 		t.Fatalf("a request of 5 huge pages and a page: %d chunks, the last of %d bytes; want 6 huge pages", len(a.chunks), len(a.chunks[len(a.chunks)-1]))
 	}
 	a.reset()
-	if a.alloc(1); len(a.chunks) != 1 || len(a.chunks[0]) != firstChunkPages*PageSize {
-		t.Fatal("after reset, the arena did not start again with a small chunk")
+	if again := a.alloc(1); len(a.chunks) != 1 || &again[0] != &p1[0] {
+		t.Fatal("after reset, the arena did not use its small first chunk again")
 	}
 
 	var r pageArena
@@ -190,6 +192,11 @@ func TestPageArena(t *testing.T) {
 	r.reserve(10)
 	if len(r.chunks) != 2 {
 		t.Fatalf("reserve beyond the first chunk: %d chunks, want 2", len(r.chunks))
+	}
+	// A large first chunk is not kept: the heap gets it back.
+	r.reset()
+	if len(r.chunks) != 0 {
+		t.Fatalf("after reset, %d chunks kept of a reservation; want none", len(r.chunks))
 	}
 }
 
@@ -220,5 +227,36 @@ func TestMemCacheConcurrentReads(t *testing.T) {
 	wg.Wait()
 	if n := bad.Load(); n != 0 {
 		t.Fatalf("%d reads failed or returned wrong bytes", n)
+	}
+}
+
+// unmappedReader has nothing mapped: every read stops at once.
+type unmappedReader struct{ calls atomic.Int32 }
+
+func (u *unmappedReader) ReadPages(uint64, []byte) (int, error) {
+	u.calls.Add(1)
+	return 0, errors.New("unmapped")
+}
+
+// TestMemCacheUnmappedRunMemory checks that a read across unmapped pages,
+// which fetches again after each one, takes memory for the run once, not
+// once per retry.
+func TestMemCacheUnmappedRunMemory(t *testing.T) {
+	src := &unmappedReader{}
+	c := NewMemCache(src)
+	const pages = 128
+	err := c.ReadMemory(0x100000, make([]byte, pages*PageSize))
+	if !errors.Is(err, ErrUnmapped) {
+		t.Fatalf("err = %v, want ErrUnmapped", err)
+	}
+	if n := src.calls.Load(); n != pages {
+		t.Fatalf("%d fetches, want one per page (%d)", n, pages)
+	}
+	held := 0
+	for _, ch := range c.arena.chunks {
+		held += len(ch)
+	}
+	if held > 2*pages*PageSize {
+		t.Fatalf("the cache holds %d KiB for a read of %d KiB", held>>10, pages*PageSize>>10)
 	}
 }

@@ -36,8 +36,9 @@ const madvPopulateWrite = 23
 // used again and again.
 //
 // The chunks are Go memory (byte slices, which the collector does not
-// scan): a page a caller still holds stays valid, and once reset drops
-// them, the heap reuses their populated memory for what comes next.
+// scan): a page a caller still holds stays valid (a small first chunk is
+// used again after reset; reading it after Invalidate breaks MemCache's
+// contract, and gives other bytes, never a fault).
 //
 // A pageArena is not safe for concurrent use.
 type pageArena struct {
@@ -47,8 +48,9 @@ type pageArena struct {
 	next   int      // pages in the next chunk
 }
 
-// reserve populates chunks for at least n more pages than the current
-// chunk has left, so that no page of them costs a fault later.
+// reserve populates chunks so that at least n pages are free (the rest of
+// the current chunk included), so that no page of them costs a fault
+// later.
 func (a *pageArena) reserve(n int) {
 	free := len(a.rest) / PageSize
 	for i := a.cur + 1; i < len(a.chunks); i++ {
@@ -125,7 +127,15 @@ func populate(mem []byte) {
 	}
 }
 
-// reset drops every chunk: the next stop's pages are new ones.
+// reset starts again for the next stop. A first chunk of firstChunkPages
+// is kept and used again: a trace stops thousands of times and reads a
+// few pages at each stop. Larger chunks are dropped, and the heap reuses
+// their memory for what comes next.
 func (a *pageArena) reset() {
+	if len(a.chunks) > 0 && len(a.chunks[0]) <= firstChunkPages*PageSize {
+		first := a.chunks[0]
+		*a = pageArena{chunks: [][]byte{first}, rest: first, next: secondChunkPages}
+		return
+	}
 	*a = pageArena{}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -142,6 +144,16 @@ type (
 		X int `json:"Y"`
 		Y int
 	}
+	marshalerFields struct {
+		NilPtr  json.Marshaler `json:"nil_ptr"`
+		NilIfc  json.Marshaler `json:"nil_ifc"`
+		Value   json.Marshaler `json:"value"`
+		Omitted json.Marshaler `json:"omitted,omitempty"`
+	}
+	node struct {
+		Name string `json:"name"`
+		Next *node  `json:"next"`
+	}
 )
 
 func (selfMarshaled) MarshalJSON() ([]byte, error) { return []byte(`{ "self" : true }`), nil }
@@ -164,6 +176,32 @@ func streamerCases() []any {
 		tagged{}, embedding{inner{"e"}, 1}, twins{1, 2},
 		selfMarshaled{}, &ptrMarshaled{}, ptrMarshaled{}, []ptrMarshaled{{}, {}}, map[string]ptrMarshaled{"k": {}},
 		[]byte{}, [2]int{1, 2}, map[textKey]any{"z": nil}, (*tagged)(nil), []any{nil, (*inner)(nil)},
+		marshalerFields{NilPtr: (*ptrMarshaled)(nil), Value: selfMarshaled{}},
+		[]marshalerFields{{NilPtr: (*ptrMarshaled)(nil)}},
+		deepList(3 * jsonMaxDepth),
+	}
+}
+
+// deepList is a list of n nodes: deeper than jsonStreamer follows.
+func deepList(n int) *node {
+	var head *node
+	for i := range n {
+		head = &node{Name: strconv.Itoa(i), Next: head}
+	}
+	return head
+}
+
+// TestWriteJSONCycle checks that a value that refers to itself is an
+// error, as for json.Marshal, not a stack overflow.
+func TestWriteJSONCycle(t *testing.T) {
+	n := &node{Name: "loop"}
+	n.Next = n
+	if _, err := json.Marshal(n); err == nil {
+		t.Fatal("json.Marshal of a cycle: no error")
+	}
+	var b bytes.Buffer
+	if err := writeJSONSplit(&b, []any{n}, 0); err == nil {
+		t.Fatal("writeJSON of a cycle: no error")
 	}
 }
 
@@ -267,6 +305,22 @@ func TestWriteJSONReport(t *testing.T) {
 		"all":        &all,
 		"bt":         map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, "backtraces": bts},
 		"bt --group": map[string]any{"target": rep.Target, "runtime": rep.Runtime, "warnings": rep.Warnings, "groups": groups(bts)},
+	}
+	// The report is made in pieces, none of them large: its structs
+	// field by field, its long slices element by element.
+	for _, split := range []int{jsonSplit, 0} {
+		pieces, largest, total := 0, 0, 0
+		st := jsonStreamer{split: split, emit: func(p []byte) {
+			pieces++
+			largest = max(largest, len(p))
+			total += len(p)
+		}}
+		if err := st.value(reflect.ValueOf(&all)); err != nil {
+			t.Fatal(err)
+		}
+		if pieces < 50 || largest > total/4 {
+			t.Errorf("split %d: the all view's %d bytes in %d pieces, the largest %d bytes; want it in many small pieces", split, total, pieces, largest)
+		}
 	}
 	for name, v := range values {
 		want := encoderJSON(t, v)

@@ -13,6 +13,10 @@ import (
 // element at a time.
 const jsonSplit = 16
 
+// jsonMaxDepth is how deep jsonStreamer follows values before it gives
+// the rest to json.Marshal whole (a report is a few levels deep).
+const jsonMaxDepth = 64
+
 // jsonStreamer gives the compact JSON of a value in pieces whose
 // concatenation is json.Marshal's: the elements of long slices, and the
 // members of the objects and maps that hold them, are marshaled one at a
@@ -22,8 +26,10 @@ const jsonSplit = 16
 //
 // A value is marshaled whole by json.Marshal wherever the pieces could
 // differ from it: types with their own marshaling, maps without string
-// keys, and structs with embedded fields, tag options other than
-// omitempty, or names that need escaping.
+// keys, structs with embedded fields, tag options other than omitempty,
+// or names that need escaping, and anything nested deeper than
+// jsonMaxDepth (json.Marshal then finds a cycle, where following it here
+// would never end).
 type jsonStreamer struct {
 	// split is the length from which slices are marshaled element by
 	// element.
@@ -31,6 +37,7 @@ type jsonStreamer struct {
 	// emit is given each piece; the slice is only valid during the call.
 	emit func([]byte)
 
+	depth  int // of the value being emitted
 	buf    bytes.Buffer
 	enc    *json.Encoder
 	fields map[reflect.Type]structFields // fieldsOf's answers
@@ -50,6 +57,11 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 	if x, ok := marshalsItself(v); ok {
 		return s.whole(x)
 	}
+	if s.depth >= jsonMaxDepth {
+		return s.wholeValue(v)
+	}
+	s.depth++
+	defer func() { s.depth-- }()
 	switch v.Kind() {
 	case reflect.Interface, reflect.Pointer:
 		if v.IsNil() {
@@ -83,6 +95,14 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 // pointer type, has its own marshaling (json.Marshaler or
 // encoding.TextMarshaler), and returns what json.Marshal is to be given.
 func marshalsItself(v reflect.Value) (any, bool) {
+	if v.Kind() == reflect.Interface && has(v.Type()) {
+		// An interface of a marshaling type (a json.Marshaler field, say):
+		// json.Marshal calls its method even on a nil pointer it holds,
+		// which it does only when given the interface by address.
+		p := reflect.New(v.Type())
+		p.Elem().Set(v)
+		return p.Interface(), true
+	}
 	if has(v.Type()) {
 		return v.Interface(), true
 	}

@@ -353,10 +353,11 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 }
 
 // cachePagesPerThread is how many pages of target memory a report reads
-// per thread: its thread, task and team structures and its stack (every
-// view unwinds, at least to infer states), 4.6 pages a thread as measured
-// on LLVM's libomp, with and without OMPD, with 1024 threads in a
-// barrier. ptrace.Attach readies that much memory cache before the stop.
+// per thread: its thread, task and team structures and its stack (the
+// views that show stacks unwind, and the others do too when states must
+// be inferred or waits explained), 4.6 pages a thread as measured on
+// LLVM's libomp, with and without OMPD, with 1024 threads in a barrier.
+// ptrace.Attach readies that much memory cache before the stop.
 const cachePagesPerThread = 5
 
 // afterAttach, when set (by tests), runs right after Attach, before the
@@ -396,15 +397,16 @@ func readReports(t target.Target, src inspect.Source, view string, vf viewFlags)
 	}
 	var out []readReport
 	for i, name := range names {
+		build := func() (*inspect.Report, error) {
+			return inspect.Build(t, src, inspect.Options{Backend: name, Library: vf.library})
+		}
 		var walks *stacks.Walks
 		var rep *inspect.Report
 		var err error
 		if i == 0 && stackViews[view] {
-			walks, rep, err = unwindWhileBuilding(t, func() (*inspect.Report, error) {
-				return inspect.Build(t, src, inspect.Options{Backend: name, Library: vf.library})
-			})
+			walks, rep, err = unwindWhileBuilding(t, build)
 		} else {
-			rep, err = inspect.Build(t, src, inspect.Options{Backend: name, Library: vf.library})
+			rep, err = build()
 		}
 		if err != nil {
 			return nil, err
@@ -424,13 +426,17 @@ func readReports(t target.Target, src inspect.Source, view string, vf viewFlags)
 // unwindWhileBuilding unwinds t's threads on other goroutines while build
 // runs on this one, and returns both results once both are done. The
 // runtime the walks are made for is the module inspect.FindRuntime finds
-// (none when it finds none), as Build's. A panic of the unwinding is
-// raised again here, after build returned: the caller's recover then
-// releases a target nothing reads any more.
+// (none when it finds none), as Build's; its image is prepared first
+// (inspect.PrepareImage, done already for a live process), so that the
+// symbols Build would add to it meanwhile (a stripped runtime's recovered
+// functions) are there for every walk. A panic of the unwinding is raised
+// again here, after build returned: the caller's recover then releases a
+// target nothing reads any more.
 func unwindWhileBuilding(t target.Target, build func() (*inspect.Report, error)) (*stacks.Walks, *inspect.Report, error) {
 	var lib string
 	if rt, err := inspect.FindRuntime(t); err == nil {
 		lib = rt.Name
+		inspect.PrepareImage(rt.Image)
 	}
 	var walks *stacks.Walks
 	var failed any

@@ -117,8 +117,8 @@ type walk struct {
 // named runtimeLib (a report's Runtime.Library; "" when there is none). It
 // must run while the target is stopped; Add then needs only the target's
 // modules and their images, so the target may be detached (but not
-// closed) before it. It reads the target's memory as a report is built
-// does, so the two may run at the same time.
+// closed) before it. It may run while a report of the same target is
+// built: both only read the target's memory.
 func Unwind(t target.Target, runtimeLib string) *Walks {
 	u := unwind.New(t)
 	ths := t.Threads()

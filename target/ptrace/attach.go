@@ -84,6 +84,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 	}()
 	p.openEarly(opts.Prepare)
 	if sig, ok := p.waitPrepared(); ok {
+		// The reservation ends on its own: only its memory is lost.
 		return nil, &InterruptedError{PID: pid, Signal: sig}
 	}
 	<-reserved

@@ -1,6 +1,7 @@
 package ptrace
 
 import (
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
@@ -205,3 +207,31 @@ func TestSeizeWatch(t *testing.T) {
 		t.Fatal("stuck outside any seize")
 	}
 }
+
+// TestCachePagesPerThread checks that Attach readies the memory cache for
+// Options.CachePagesPerThread pages a thread of the process, and that
+// reads go into that memory without readying more.
+func TestCachePagesPerThread(t *testing.T) {
+	tt := startThreads(t)
+	const perThread = 300
+	p := attach(t, tt.pid, Options{CachePagesPerThread: perThread})
+	threads := len(p.Threads())
+	readied := p.cache.Readied()
+	if want := perThread * threads; readied < want || readied > want+hugePages(want) {
+		t.Fatalf("%d pages readied for %d threads; want %d (at most a huge page more)", readied, threads, want)
+	}
+	var buf [8]byte
+	if err := p.ReadMemory(tt.global, buf[:]); err != nil {
+		t.Fatal(err)
+	}
+	if got := binary.LittleEndian.Uint64(buf[:]); got != tt.globalVal {
+		t.Fatalf("the_global = %#x, want %#x", got, tt.globalVal)
+	}
+	if after := p.cache.Readied(); after != readied {
+		t.Fatalf("%d pages readied after a read, %d before: the read did not use the readied memory", after, readied)
+	}
+}
+
+// hugePages is how many pages rounding n pages up to whole huge pages
+// may add.
+func hugePages(int) int { return (2 << 20) / target.PageSize }
