@@ -217,7 +217,7 @@ func TestCachePagesPerThread(t *testing.T) {
 	p := attach(t, tt.pid, Options{CachePagesPerThread: perThread})
 	threads := len(p.Threads())
 	readied := p.cache.Readied()
-	if want := perThread * threads; readied < want || readied > want+hugePages(want) {
+	if want := perThread * threads; readied < want || readied > want+pagesPerHugePage {
 		t.Fatalf("%d pages readied for %d threads; want %d (at most a huge page more)", readied, threads, want)
 	}
 	var buf [8]byte
@@ -232,6 +232,6 @@ func TestCachePagesPerThread(t *testing.T) {
 	}
 }
 
-// hugePages is how many pages rounding n pages up to whole huge pages
-// may add.
-func hugePages(int) int { return (2 << 20) / target.PageSize }
+// pagesPerHugePage is how many pages rounding up to whole huge pages may
+// add.
+const pagesPerHugePage = (2 << 20) / target.PageSize
