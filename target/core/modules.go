@@ -41,25 +41,19 @@ func (c *Core) buildModules(opts Options) {
 		c.warnf("core has no NT_FILE note: no modules")
 		return
 	}
+	files := make([]target.FileMapping, len(c.maps))
+	for i, m := range c.maps {
+		files[i] = target.FileMapping{Name: m.name, Start: m.start, End: m.end, Offset: m.off}
+	}
 	var groups []*fileGroup
-	byName := make(map[string]*fileGroup)
-	for i := range c.maps {
-		m := &c.maps[i]
-		g := byName[m.name]
-		if g == nil {
-			g = &fileGroup{name: m.name, low: i, start: m.start, end: m.end}
-			byName[m.name] = g
-			groups = append(groups, g)
+	for _, tg := range target.GroupFileMappings(files) {
+		g := &fileGroup{name: tg.Name, maps: tg.Members, low: tg.First, start: tg.Start, end: tg.End}
+		for _, i := range tg.Members {
+			if s, ok := c.segmentAt(c.maps[i].start); ok && s.flags&elf.PF_X != 0 {
+				g.exec = true
+			}
 		}
-		g.maps = append(g.maps, i)
-		if m.off < c.maps[g.low].off {
-			g.low = i
-		}
-		g.start = min(g.start, m.start)
-		g.end = max(g.end, m.end)
-		if s, ok := c.segmentAt(m.start); ok && s.flags&elf.PF_X != 0 {
-			g.exec = true
-		}
+		groups = append(groups, g)
 	}
 	exe := c.findExe(groups)
 	if exe < 0 && opts.Exe != "" {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
@@ -104,30 +105,26 @@ type fileGroup struct {
 // then by address.
 func groupMappings(maps []mapping, exe string) []*fileGroup {
 	exe = strings.TrimSuffix(exe, deletedSuffix)
-	byName := make(map[string]*fileGroup)
-	var groups []*fileGroup
+	var files []target.FileMapping
+	var kept []mapping
+	var deleted []bool
 	for _, m := range maps {
 		if !strings.HasPrefix(m.path, "/") || strings.HasPrefix(m.path, "/dev/") {
 			// Anonymous memory, [heap], [stack], [vdso], [vvar],
 			// anon_inode:..., and device mappings.
 			continue
 		}
-		name, deleted := strings.CutSuffix(m.path, deletedSuffix)
-		if deleted && isPseudoDeleted(name) {
+		name, del := strings.CutSuffix(m.path, deletedSuffix)
+		if del && isPseudoDeleted(name) {
 			continue
 		}
-		g := byName[name]
-		if g == nil {
-			g = &fileGroup{name: name, deleted: deleted, start: m.start, end: m.end, first: m}
-			byName[name] = g
-			groups = append(groups, g)
-			continue
-		}
-		g.start = min(g.start, m.start)
-		g.end = max(g.end, m.end)
-		if m.offset < g.first.offset || (m.offset == g.first.offset && m.start < g.first.start) {
-			g.first = m
-		}
+		files = append(files, target.FileMapping{Name: name, Start: m.start, End: m.end, Offset: m.offset})
+		kept = append(kept, m)
+		deleted = append(deleted, del)
+	}
+	var groups []*fileGroup
+	for _, g := range target.GroupFileMappings(files) {
+		groups = append(groups, &fileGroup{name: g.Name, deleted: deleted[g.Members[0]], start: g.Start, end: g.End, first: kept[g.First]})
 	}
 	sort.SliceStable(groups, func(i, j int) bool {
 		if (groups[i].name == exe) != (groups[j].name == exe) {
