@@ -212,7 +212,7 @@ func Add(rep *inspect.Report, w *Walks) {
 			}
 		}
 	}
-	indexModules(w.threads, func(wk walk) []unwind.Frame { return wk.frames })
+	indexModules(w.threads)
 	var order []*threadStack
 	for i := range w.threads {
 		wk := &w.threads[i]
@@ -320,25 +320,16 @@ func (b *builder) markCall(ts *threadStack, wk *walk) {
 		if p.kind != inspect.KindUser {
 			continue
 		}
-		if i == 0 || p.tail || wk.callAt < 0 {
+		// Unwind decoded the call of the native frame callAt: it must be
+		// this frame (tail call frames have none).
+		if i == 0 || p.tail || wk.callAt < 0 || wk.frames[wk.callAt].PC != p.pc {
 			return
 		}
-		// The native frame with this pc (tail call frames have none).
-		for j := range wk.frames {
-			f := &wk.frames[j]
-			if f.PC != p.pc || f.ExactPC() {
-				continue
+		callee := wk.callee
+		if m := target.ModuleAt(b.t, callee); m != nil && m.Image != nil && callee >= m.Bias {
+			if sym, ok := m.Image.SymbolAt(callee - m.Bias); ok && sym.Value == callee-m.Bias {
+				ts.frames[i].calls = sym.Name
 			}
-			if j != wk.callAt {
-				return // Unwind decoded another frame's call
-			}
-			callee := wk.callee
-			if m := target.ModuleAt(b.t, callee); m != nil && m.Image != nil && callee >= m.Bias {
-				if sym, ok := m.Image.SymbolAt(callee - m.Bias); ok && sym.Value == callee-m.Bias {
-					ts.frames[i].calls = sym.Name
-				}
-			}
-			return
 		}
 		return
 	}
@@ -968,15 +959,15 @@ func GroupKey(bt inspect.Backtrace) string {
 }
 
 // indexModules opens, in parallel, the debug information of every module
-// that some frame's pc falls in (reading and decompressing its sections,
+// that some frame's pc falls in and the frame cache cannot answer for (reading and decompressing its sections,
 // listing its compile units): the units the frames need are then indexed
 // on first lookup, and opening several modules at a time is what makes
 // the first backtrace fast.
-func indexModules[W any](walks []W, frames func(W) []unwind.Frame) {
+func indexModules(walks []walk) {
 	seen := map[*elf.Image]bool{}
 	var images []*elf.Image
 	for _, w := range walks {
-		for _, f := range frames(w) {
+		for _, f := range w.frames {
 			m := f.Module
 			if m == nil || m.Image == nil || seen[m.Image] || f.LookupPC() < m.Bias {
 				continue
