@@ -58,13 +58,13 @@ func Attach(pid int, opts Options) (*Process, error) {
 	if sig, ok := pendingSignal(opts.Interrupt); ok {
 		return nil, &InterruptedError{PID: pid, Signal: sig}
 	}
-	wasStopped, err := precheck(pid)
+	st, err := precheck(pid)
 	if err != nil {
 		return nil, err
 	}
 	p := &Process{
 		pid:        pid,
-		wasStopped: wasStopped,
+		wasStopped: st.stateLetter() == 'T',
 		interrupt:  opts.Interrupt,
 		imageOpts:  opts.Images,
 		tstate:     make(map[int]*threadState),
@@ -80,7 +80,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 	reserved := make(chan struct{})
 	go func() {
 		defer close(reserved)
-		p.reserveCache(opts.CachePagesPerThread)
+		p.reserveCache(opts.CachePagesPerThread, st.Threads)
 	}()
 	p.openEarly(opts.Prepare)
 	if sig, ok := p.waitPrepared(); ok {
@@ -226,47 +226,48 @@ func reapTracedZombies(pid, tracerTID int, stuck func() bool) (stop func()) {
 }
 
 // precheck rejects what cannot be attached before any ptrace request, with
-// the clearest message, and reports whether the process is stopped by job
-// control.
-func precheck(pid int) (stopped bool, err error) {
+// the clearest message, and returns the process's status (its state says
+// whether job control stopped it; its thread count how much cache to
+// ready).
+func precheck(pid int) (procStatus, error) {
 	if pid <= 0 {
-		return false, fmt.Errorf("process %d: not a valid process id", pid)
+		return procStatus{}, fmt.Errorf("process %d: not a valid process id", pid)
 	}
 	self := os.Getpid()
 	if pid == self {
-		return false, fmt.Errorf("process %d: cannot attach to ompd-inspect's own process", pid)
+		return procStatus{}, fmt.Errorf("process %d: cannot attach to ompd-inspect's own process", pid)
 	}
 	st, err := readStatus(fmt.Sprintf("/proc/%d/status", pid))
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("process %d: %w", pid, unix.ESRCH)
+		return procStatus{}, fmt.Errorf("process %d: %w", pid, unix.ESRCH)
 	}
 	if err != nil {
-		return false, fmt.Errorf("process %d: %w", pid, err)
+		return procStatus{}, fmt.Errorf("process %d: %w", pid, err)
 	}
 	if st.Tgid == self {
-		return false, fmt.Errorf("process %d: cannot attach to a thread of ompd-inspect's own process", pid)
+		return procStatus{}, fmt.Errorf("process %d: cannot attach to a thread of ompd-inspect's own process", pid)
 	}
 	if st.Tgid != pid {
-		return false, fmt.Errorf("process %d: is a thread of process %d; attach to %d instead", pid, st.Tgid, st.Tgid)
+		return procStatus{}, fmt.Errorf("process %d: is a thread of process %d; attach to %d instead", pid, st.Tgid, st.Tgid)
 	}
 	if kt, err := isKernelThread(pid); err == nil && kt {
-		return false, fmt.Errorf("process %d: is a kernel thread (%s) and has no user memory to inspect", pid, st.Name)
+		return procStatus{}, fmt.Errorf("process %d: is a kernel thread (%s) and has no user memory to inspect", pid, st.Name)
 	}
 	switch st.stateLetter() {
 	case 'X':
-		return false, fmt.Errorf("process %d: %w", pid, unix.ESRCH)
+		return procStatus{}, fmt.Errorf("process %d: %w", pid, unix.ESRCH)
 	case 'Z':
 		// A zombie main thread with live threads is a process that called
 		// pthread_exit in main: still worth inspecting.
 		if tids, err := listTasks(pid); err != nil || len(tids) <= 1 {
-			return false, fmt.Errorf("process %d: is a zombie (it has exited and its parent has not reaped it); there is nothing to inspect", pid)
+			return procStatus{}, fmt.Errorf("process %d: is a zombie (it has exited and its parent has not reaped it); there is nothing to inspect", pid)
 		}
 	}
 	if st.TracerPid != 0 {
 		tpid, name := tracerOf(st.TracerPid)
-		return false, &AlreadyTracedError{PID: pid, TracerPID: tpid, TracerName: name}
+		return procStatus{}, &AlreadyTracedError{PID: pid, TracerPID: tpid, TracerName: name}
 	}
-	return st.stateLetter() == 'T', nil
+	return st, nil
 }
 
 // warnf records a warning.
@@ -355,17 +356,12 @@ func identityOf(auxv []byte, read func(addr uint64, buf []byte) (int, error)) ([
 
 // reserveCache readies the memory cache for perThread pages per thread of
 // the process (target.MemCache.Reserve), by the thread count its status
-// gives now. Threads that come later are read into memory readied as
-// they are.
-func (p *Process) reserveCache(perThread int) {
-	if perThread <= 0 {
-		return
+// gave before the attach. Threads that come later are read into memory
+// readied as they are.
+func (p *Process) reserveCache(perThread, threads int) {
+	if perThread > 0 && threads > 0 {
+		p.cache.Reserve(min(threads*perThread, maxReservedPages))
 	}
-	st, err := readStatus(fmt.Sprintf("/proc/%d/status", p.pid))
-	if err != nil || st.Threads <= 0 {
-		return // the attach says what is wrong
-	}
-	p.cache.Reserve(min(st.Threads*perThread, maxReservedPages))
 }
 
 // maxReservedPages bounds the pages reserveCache readies (64 MiB); reads

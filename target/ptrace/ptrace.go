@@ -311,9 +311,7 @@ func (p *Process) Detach() error {
 		if err := p.mem.close(); err != nil {
 			errs = append(errs, err)
 		}
-		if p.cache != nil {
-			p.cache.Invalidate() // the pages read are garbage now
-		}
+		p.cache.Invalidate() // the pages read are garbage now
 		p.detachErr = errors.Join(errs...)
 	})
 	return p.detachErr
