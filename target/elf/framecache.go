@@ -32,6 +32,7 @@ type frameCache struct {
 	src    fileIdentity // the DWARF's file, checked against the entry's
 	frames map[uint64][]SourceFrame
 	tails  map[[2]uint64][]TailCallFrame
+	loaded bool // the section cache held answers for the image
 	added  bool // answers were added in this run
 	// usedFrames and usedTails are the answers this run asked for:
 	// those kept when the cache is full.
@@ -75,7 +76,7 @@ func (im *Image) frameCacheOf() *frameCache {
 			ok := false
 			// A mapped entry that faults is no entry.
 			if guard(func() error { frames, tails, ok = decodeAnswers(b, fc.src); return nil }) == nil && ok {
-				fc.frames, fc.tails = frames, tails
+				fc.frames, fc.tails, fc.loaded = frames, tails, true
 			}
 		}
 		return fc
@@ -103,7 +104,7 @@ func (im *Image) FramesCached() bool {
 	}
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	return len(fc.frames) > 0 && !fc.added
+	return fc.loaded
 }
 
 func (fc *frameCache) lookupFrames(addr uint64) ([]SourceFrame, bool) {
@@ -235,12 +236,7 @@ func encodeAnswers(src fileIdentity, frames map[uint64][]SourceFrame, tails map[
 			}
 		}
 	}
-	pairs := slices.SortedFunc(maps.Keys(tails), func(x, y [2]uint64) int {
-		if x[0] != y[0] {
-			return cmpUint(x[0], y[0])
-		}
-		return cmpUint(x[1], y[1])
-	})
+	pairs := slices.SortedFunc(maps.Keys(tails), func(x, y [2]uint64) int { return slices.Compare(x[:], y[:]) })
 	u(uint64(len(pairs)))
 	for _, p := range pairs {
 		u(p[0])
@@ -254,16 +250,6 @@ func encodeAnswers(src fileIdentity, frames map[uint64][]SourceFrame, tails map[
 		}
 	}
 	return b
-}
-
-func cmpUint(x, y uint64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // decodeAnswers reads what encodeAnswers wrote; ok is false for data that

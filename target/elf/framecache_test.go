@@ -28,12 +28,7 @@ func TestFrameCache(t *testing.T) {
 		{PC: after(t, funcs, "mid", "jmp", "leaf"), Function: "mid", File: src, Line: lineMarker(t, src, "mid_tail")},
 		{PC: after(t, funcs, "top", "jmp", "mid"), Function: "top", File: src2, Line: lineMarker(t, src2, "top_tail")},
 	}
-	answers := func(cc *countingCache) (*Image, string) {
-		im, err := OpenWith(path, OpenOptions{Sections: cc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { im.Close() })
+	answers := func(im *Image) string {
 		leaf := mustSym(t, im, "leaf_mark")
 		tails := im.TailCalls(callTop, leaf.Value)
 		if fmt.Sprintf("%+v", tails) != fmt.Sprintf("%+v", wantTails) {
@@ -45,14 +40,15 @@ func TestFrameCache(t *testing.T) {
 			out += fmt.Sprintf("; %s %+v", name, im.FramesAt(s.Value))
 		}
 		out += fmt.Sprintf("; call of top %+v; nowhere %+v", im.FramesAt(callTop-1), im.FramesAt(1))
-		return im, out
+		return out
 	}
 
 	first := &countingCache{c: c}
-	im1, want := answers(first)
+	im1 := openWith(t, path, OpenOptions{Sections: first})
 	if im1.FramesCached() {
 		t.Error("FramesCached before any run stored answers")
 	}
+	want := answers(im1)
 	if err := im1.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +57,13 @@ func TestFrameCache(t *testing.T) {
 	}
 
 	second := &countingCache{c: c}
-	im2, got := answers(second)
+	im2 := openWith(t, path, OpenOptions{Sections: second})
+	// Before any lookup: the answers come from the cache, not from this
+	// run.
+	if !im2.FramesCached() {
+		t.Error("second run: FramesCached false before any lookup")
+	}
+	got := answers(im2)
 	if got != want {
 		t.Errorf("second run:\n%s\nfirst run:\n%s", got, want)
 	}
@@ -79,11 +81,7 @@ func TestFrameCache(t *testing.T) {
 	// Symbols added at run time (a stripped runtime's recovered ones)
 	// make answers depend on more than the files: no cache then.
 	third := &countingCache{c: c}
-	im3, err := OpenWith(path, OpenOptions{Sections: third})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer im3.Close()
+	im3 := openWith(t, path, OpenOptions{Sections: third})
 	im3.AddSymbols([]Sym{{Name: "recovered_fn", Value: 0x10, Size: 1, Func: true}})
 	leaf := mustSym(t, im3, "leaf_mark")
 	if sf := im3.FramesAt(leaf.Value); len(sf) == 0 || im3.dw == nil || slices.Contains(third.hits, framesSection) {
@@ -136,11 +134,7 @@ func TestFrameCacheFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	run := func(names ...string) *Image {
-		im, err := OpenWith(path, OpenOptions{Sections: c})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { im.Close() })
+		im := openWith(t, path, OpenOptions{Sections: c})
 		for _, n := range names {
 			im.FramesAt(mustSym(t, im, n).Value)
 		}

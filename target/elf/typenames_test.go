@@ -60,11 +60,7 @@ func TestTypeNamesCache(t *testing.T) {
 
 	// types opens prog with the cache seen through cc and its type index.
 	types := func(cc *countingCache) (*Image, *TypeIndex) {
-		im, err := OpenWith(prog, OpenOptions{Sections: cc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { im.Close() })
+		im := openWith(t, prog, OpenOptions{Sections: cc})
 		ti, err := im.Types()
 		if err != nil {
 			t.Fatal(err)
