@@ -303,17 +303,32 @@ func TestReadNotMapped(t *testing.T) {
 	if err := c.Put(k, d); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Get(k, uint64(len(d))); !bytes.Equal(got, d) {
+	got := c.Get(k, uint64(len(d)))
+	if !bytes.Equal(got, d) {
 		t.Fatalf("Get: %d bytes, not the data", len(got))
 	}
+	// Damage the entry in place (same file): bytes read are a copy, where
+	// a mapping would show the change.
 	p := filepath.Join(c.Dir(), name(k))
-	b, err := os.ReadFile(p)
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[len(b)-1] ^= 1
-	if err := os.WriteFile(p, b, 0o600); err != nil {
+	fi, err := f.Stat()
+	if err != nil {
 		t.Fatal(err)
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, fi.Size()-1); err != nil {
+		t.Fatal(err)
+	}
+	last[0] ^= 1
+	if _, err := f.WriteAt(last, fi.Size()-1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if !bytes.Equal(got, d) {
+		t.Fatal("the data Get returned changed with the file: it was mapped, not read")
 	}
 	if got := c.Get(k, AnySize); got != nil {
 		t.Fatalf("Get of a damaged entry = %d bytes", len(got))
