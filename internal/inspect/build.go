@@ -890,37 +890,30 @@ func (b *builder) icvs() {
 		b.warn("ICVs: %v", err)
 		return
 	}
-	// Sized once: a thousand threads have tens of thousands of ICVs.
-	per := map[ompd.Scope]int{}
+	// Split by scope once, and sized once: a thousand threads have tens
+	// of thousands of ICVs.
+	scoped := map[ompd.Scope][]ompd.ICV{}
 	for _, icv := range all {
-		per[icv.Scope]++
+		scoped[icv.Scope] = append(scoped[icv.Scope], icv)
 	}
-	b.r.ICVs = slices.Grow(b.r.ICVs, per[ompd.ScopeAddressSpace]+per[ompd.ScopeThread]*len(b.threadH)+
-		per[ompd.ScopeParallel]*len(b.r.Regions)+per[ompd.ScopeTask]*len(b.r.Tasks))
-	for _, icv := range all {
-		if icv.Scope == ompd.ScopeAddressSpace {
-			add(icv, nil, b.as)
-		}
+	b.r.ICVs = slices.Grow(b.r.ICVs, len(scoped[ompd.ScopeAddressSpace])+len(scoped[ompd.ScopeThread])*len(b.threadH)+
+		len(scoped[ompd.ScopeParallel])*len(b.r.Regions)+len(scoped[ompd.ScopeTask])*len(b.r.Tasks))
+	for _, icv := range scoped[ompd.ScopeAddressSpace] {
+		add(icv, nil, b.as)
 	}
 	for i, h := range b.threadH {
-		for _, icv := range all {
-			if icv.Scope == ompd.ScopeThread {
-				add(icv, b.ompTIDs[i], h)
-			}
+		for _, icv := range scoped[ompd.ScopeThread] {
+			add(icv, b.ompTIDs[i], h)
 		}
 	}
 	for i, reg := range b.r.Regions { // index i is the region's in b.regions until normalize
-		for _, icv := range all {
-			if icv.Scope == ompd.ScopeParallel {
-				add(icv, reg.ID, b.regions.At(i))
-			}
+		for _, icv := range scoped[ompd.ScopeParallel] {
+			add(icv, reg.ID, b.regions.At(i))
 		}
 	}
 	for i, t := range b.r.Tasks {
-		for _, icv := range all {
-			if icv.Scope == ompd.ScopeTask {
-				add(icv, t.ID, b.tasks.At(i))
-			}
+		for _, icv := range scoped[ompd.ScopeTask] {
+			add(icv, t.ID, b.tasks.At(i))
 		}
 	}
 }
