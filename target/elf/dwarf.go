@@ -191,14 +191,25 @@ func (im *Image) dwarfSource() (*Image, error) {
 
 // cacheKey is the section cache's key of what is kept for the image under
 // section: the image's build-id and identity, and off and size (a
-// section's place in the file, or 0). It names nothing (the cache refuses
-// it) when the image has no build-id or no identity.
-func (im *Image) cacheKey(section string, off, size uint64) sectioncache.Key {
+// section's place in the file, or 0). ok is false when the image has no
+// build-id or no identity: nothing of it can be kept.
+func (im *Image) cacheKey(section string, off, size uint64) (k sectioncache.Key, ok bool) {
 	if im.buildID == "" || im.ino == 0 {
-		return sectioncache.Key{Section: section}
+		return sectioncache.Key{}, false
 	}
 	return sectioncache.Key{BuildID: im.buildID, Section: section, FileDev: im.dev, FileIno: im.ino,
-		FileSize: im.size, FileModTime: im.mtime, FileChangeTime: im.ctime, Offset: off, Size: size}
+		FileSize: im.size, FileModTime: im.mtime, FileChangeTime: im.ctime, Offset: off, Size: size}, true
+}
+
+// loadCached gives decode the entry k of store, when there is one, and
+// reports whether decode took it. A mapped entry that faults is no entry.
+func loadCached(store SectionCache, k sectioncache.Key, decode func([]byte) bool) bool {
+	b := store.Get(k, sectioncache.AnySize)
+	if b == nil {
+		return false
+	}
+	ok := false
+	return guard(func() error { ok = decode(b); return nil }) == nil && ok
 }
 
 // dwarfData is an image's opened DWARF: the address ranges of its units,
@@ -373,10 +384,9 @@ func loadDWARFData(src *Image, cache SectionCache) (d *dwarf.Data, line []byte, 
 // when s is compressed and the image has a build-id to key it by.
 func (im *Image) sectionData(s *elf.Section, cache SectionCache) ([]byte, error) {
 	compressed := s.Flags&elf.SHF_COMPRESSED != 0 || strings.HasPrefix(s.Name, ".zdebug_")
-	var key sectioncache.Key
-	useCache := compressed && cache != nil && im.buildID != "" && im.ino != 0
+	key, keyed := im.cacheKey(s.Name, s.Offset, s.FileSize)
+	useCache := compressed && cache != nil && keyed
 	if useCache {
-		key = im.cacheKey(s.Name, s.Offset, s.FileSize)
 		if b := cache.Get(key, s.Size); b != nil {
 			return b, nil
 		}

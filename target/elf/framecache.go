@@ -59,26 +59,24 @@ func (im *Image) frameCacheOf() *frameCache {
 		return nil
 	}
 	fc, _ := im.Derived(framesKey{}, func() any {
-		if im.sections == nil || im.buildID == "" || im.ino == 0 {
+		key, keyed := im.cacheKey(framesSection, 0, 0)
+		if im.sections == nil || !keyed {
 			return (*frameCache)(nil)
 		}
 		src, err := im.dwarfSource()
 		if err != nil || src.ino == 0 {
 			return (*frameCache)(nil)
 		}
-		fc := &frameCache{im: im, store: im.sections, src: src.identity(),
+		fc := &frameCache{im: im, store: im.sections, key: key, src: src.identity(),
 			frames: map[uint64][]SourceFrame{}, tails: map[[2]uint64][]TailCallFrame{},
 			usedFrames: map[uint64]bool{}, usedTails: map[[2]uint64]bool{}}
-		fc.key = im.cacheKey(framesSection, 0, 0)
-		if b := fc.store.Get(fc.key, sectioncache.AnySize); b != nil {
-			var frames map[uint64][]SourceFrame
-			var tails map[[2]uint64][]TailCallFrame
-			ok := false
-			// A mapped entry that faults is no entry.
-			if guard(func() error { frames, tails, ok = decodeAnswers(b, fc.src); return nil }) == nil && ok {
+		loadCached(fc.store, fc.key, func(b []byte) bool {
+			frames, tails, ok := decodeAnswers(b, fc.src)
+			if ok {
 				fc.frames, fc.tails, fc.loaded = frames, tails, true
 			}
-		}
+			return ok
+		})
 		return fc
 	}).(*frameCache)
 	return fc

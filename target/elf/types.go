@@ -31,11 +31,11 @@ type TypeIndex struct {
 	infoSize uint64
 	scanErr  error // what stopped the reading of units
 
-	// store keeps the names of all units across runs, under key (when
-	// keyed); stored is set once they are there (read from it, or put).
+	// store keeps the names of all units across runs, under key (nil
+	// when nothing of the DWARF's file can be kept); stored is set once
+	// they are there (read from it, or put).
 	store  SectionCache
 	key    sectioncache.Key
-	keyed  bool
 	stored bool
 
 	// layouts are the types Size and Field answered, by name;
@@ -65,17 +65,16 @@ func NewTypeIndex(im *Image) (*TypeIndex, error) {
 	if dd.openErr != nil && len(ti.units) == 0 {
 		return nil, fmt.Errorf("indexing DWARF types of %s: %w", dd.path, dd.openErr)
 	}
-	ti.store, ti.key, ti.keyed = im.sections, typeNamesKey(dd.src), im.sections != nil
-	if ti.keyed {
+	if key, keyed := typeNamesKey(dd.src); keyed && im.sections != nil {
+		ti.store, ti.key = im.sections, key
 		ti.loadLayouts()
-		if b := ti.store.Get(ti.key, sectioncache.AnySize); b != nil {
-			var names map[string]dwarf.Offset
-			ok := false
-			// A mapped entry that faults is no entry.
-			if guard(func() error { names, ok = decodeTypeNames(b, ti.infoSize); return nil }) == nil && ok {
+		loadCached(ti.store, ti.key, func(b []byte) bool {
+			names, ok := decodeTypeNames(b, ti.infoSize)
+			if ok {
 				ti.names, ti.next, ti.stored = names, len(ti.units), true
 			}
-		}
+			return ok
+		})
 	}
 	return ti, nil
 }
@@ -87,7 +86,7 @@ const typeNamesSection = ".ompdi_typenames1"
 
 // typeNamesKey is the section cache's key of the type names of src's
 // DWARF: src's build-id and identity, and the place of its .debug_info.
-func typeNamesKey(src *Image) sectioncache.Key {
+func typeNamesKey(src *Image) (sectioncache.Key, bool) {
 	for _, s := range src.ef.Sections {
 		if s.Name == ".debug_info" || s.Name == ".zdebug_info" {
 			return src.cacheKey(typeNamesSection, s.Offset, s.FileSize)
@@ -169,7 +168,7 @@ func (ti *TypeIndex) ScanAll() {
 	for ti.scanErr == nil && ti.next < len(ti.units) {
 		ti.scanUnit()
 	}
-	if ti.scanErr == nil && ti.keyed && !ti.stored {
+	if ti.scanErr == nil && ti.store != nil && !ti.stored {
 		ti.stored = true
 		_ = ti.store.Put(ti.key, encodeTypeNames(ti.names)) // a cache that cannot be written only costs time
 	}
@@ -379,7 +378,7 @@ const typeLayoutsSection = ".ompdi_typelayouts1"
 func (ti *TypeIndex) saveLayouts() {
 	ti.mu.Lock()
 	defer ti.mu.Unlock()
-	if !ti.keyed || !ti.layoutsNew {
+	if ti.store == nil || !ti.layoutsNew {
 		return
 	}
 	ti.layoutsNew = false
@@ -392,14 +391,13 @@ func (ti *TypeIndex) saveLayouts() {
 func (ti *TypeIndex) loadLayouts() {
 	k := ti.key
 	k.Section = typeLayoutsSection
-	if b := ti.store.Get(k, sectioncache.AnySize); b != nil {
-		var lays map[string]*typeLayout
-		ok := false
-		// A mapped entry that faults is no entry.
-		if guard(func() error { lays, ok = decodeTypeLayouts(b); return nil }) == nil && ok {
+	loadCached(ti.store, k, func(b []byte) bool {
+		lays, ok := decodeTypeLayouts(b)
+		if ok {
 			ti.layouts = lays
 		}
-	}
+		return ok
+	})
 }
 
 // encodeTypeLayouts serializes layouts: the number of types, then for
