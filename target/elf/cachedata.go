@@ -68,3 +68,27 @@ func (r *cacheReader) flag() bool {
 
 // done reports whether the data was read whole and well.
 func (r *cacheReader) done() bool { return !r.bad && len(r.b) == 0 }
+
+// cacheWriter writes what cacheReader reads.
+type cacheWriter struct{ b []byte }
+
+// uint writes an unsigned number.
+func (w *cacheWriter) uint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
+
+// int writes a signed (zigzag) number.
+func (w *cacheWriter) int(v int64) { w.b = binary.AppendVarint(w.b, v) }
+
+// str writes a string.
+func (w *cacheWriter) str(s string) {
+	w.uint(uint64(len(s)))
+	w.b = append(w.b, s...)
+}
+
+// flag writes a byte, 0 or 1.
+func (w *cacheWriter) flag(v bool) {
+	if v {
+		w.b = append(w.b, 1)
+	} else {
+		w.b = append(w.b, 0)
+	}
+}

@@ -1,7 +1,6 @@
 package elf
 
 import (
-	"encoding/binary"
 	"maps"
 	"slices"
 	"sync"
@@ -212,42 +211,36 @@ func (im *Image) dwarfClean() bool {
 // frames by address and the tail calls by address pair, in address
 // order; numbers and lengths as LEB128.
 func encodeAnswers(src fileIdentity, frames map[uint64][]SourceFrame, tails map[[2]uint64][]TailCallFrame) []byte {
-	var b []byte
-	u := func(v uint64) { b = binary.AppendUvarint(b, v) }
-	str := func(s string) { u(uint64(len(s))); b = append(b, s...) }
+	var w cacheWriter
 	for _, v := range src {
-		u(v)
+		w.uint(v)
 	}
 	addrs := slices.Sorted(maps.Keys(frames))
-	u(uint64(len(addrs)))
+	w.uint(uint64(len(addrs)))
 	for _, a := range addrs {
-		u(a)
-		u(uint64(len(frames[a])))
+		w.uint(a)
+		w.uint(uint64(len(frames[a])))
 		for _, f := range frames[a] {
-			str(f.Function)
-			str(f.File)
-			u(uint64(f.Line))
-			if f.Inlined {
-				u(1)
-			} else {
-				u(0)
-			}
+			w.str(f.Function)
+			w.str(f.File)
+			w.uint(uint64(f.Line))
+			w.flag(f.Inlined)
 		}
 	}
 	pairs := slices.SortedFunc(maps.Keys(tails), func(x, y [2]uint64) int { return slices.Compare(x[:], y[:]) })
-	u(uint64(len(pairs)))
+	w.uint(uint64(len(pairs)))
 	for _, p := range pairs {
-		u(p[0])
-		u(p[1])
-		u(uint64(len(tails[p])))
+		w.uint(p[0])
+		w.uint(p[1])
+		w.uint(uint64(len(tails[p])))
 		for _, t := range tails[p] {
-			u(t.PC)
-			str(t.Function)
-			str(t.File)
-			u(uint64(t.Line))
+			w.uint(t.PC)
+			w.str(t.Function)
+			w.str(t.File)
+			w.uint(uint64(t.Line))
 		}
 	}
-	return b
+	return w.b
 }
 
 // decodeAnswers reads what encodeAnswers wrote; ok is false for data that

@@ -2,7 +2,6 @@ package elf
 
 import (
 	"debug/dwarf"
-	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
@@ -98,18 +97,14 @@ func typeNamesKey(src *Image) (sectioncache.Key, bool) {
 // encodeTypeNames serializes a name table: the number of names, then each
 // name's length, bytes and offset (unsigned LEB128), in name order.
 func encodeTypeNames(names map[string]dwarf.Offset) []byte {
-	keys := make([]string, 0, len(names))
-	for n := range names {
-		keys = append(keys, n)
-	}
-	slices.Sort(keys)
-	b := binary.AppendUvarint(nil, uint64(len(keys)))
+	var w cacheWriter
+	keys := slices.Sorted(maps.Keys(names))
+	w.uint(uint64(len(keys)))
 	for _, n := range keys {
-		b = binary.AppendUvarint(b, uint64(len(n)))
-		b = append(b, n...)
-		b = binary.AppendUvarint(b, uint64(names[n]))
+		w.str(n)
+		w.uint(uint64(names[n]))
 	}
-	return b
+	return w.b
 }
 
 // decodeTypeNames reads what encodeTypeNames wrote; ok is false for data
@@ -404,29 +399,23 @@ func (ti *TypeIndex) loadLayouts() {
 // each (in name order) its name, size, struct flag and fields (name,
 // offset, size), lengths and numbers as LEB128 (sizes zigzag-encoded).
 func encodeTypeLayouts(lays map[string]*typeLayout) []byte {
-	str := func(b []byte, s string) []byte {
-		return append(binary.AppendUvarint(b, uint64(len(s))), s...)
-	}
+	var w cacheWriter
 	names := slices.Sorted(maps.Keys(lays))
-	b := binary.AppendUvarint(nil, uint64(len(names)))
+	w.uint(uint64(len(names)))
 	for _, n := range names {
 		lay := lays[n]
-		b = str(b, n)
-		b = binary.AppendVarint(b, lay.size)
-		flag := byte(0)
-		if lay.isStruct {
-			flag = 1
-		}
-		b = append(b, flag)
+		w.str(n)
+		w.int(lay.size)
+		w.flag(lay.isStruct)
 		fields := slices.Sorted(maps.Keys(lay.fields))
-		b = binary.AppendUvarint(b, uint64(len(fields)))
+		w.uint(uint64(len(fields)))
 		for _, f := range fields {
-			b = str(b, f)
-			b = binary.AppendUvarint(b, lay.fields[f].off)
-			b = binary.AppendVarint(b, lay.fields[f].size)
+			w.str(f)
+			w.uint(lay.fields[f].off)
+			w.int(lay.fields[f].size)
 		}
 	}
-	return b
+	return w.b
 }
 
 // decodeTypeLayouts reads what encodeTypeLayouts wrote; ok is false for
