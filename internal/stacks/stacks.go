@@ -959,8 +959,8 @@ func GroupKey(bt inspect.Backtrace) string {
 }
 
 // indexModules opens, in parallel, the debug information of every module
-// that some frame's pc falls in and the frame cache cannot answer for (reading and decompressing its sections,
-// listing its compile units): the units the frames need are then indexed
+// that some frame's pc falls in and the frame cache cannot answer for
+// (reading and decompressing its sections, listing its compile units): the units the frames need are then indexed
 // on first lookup, and opening several modules at a time is what makes
 // the first backtrace fast.
 func indexModules(walks []walk) {
@@ -1000,17 +1000,21 @@ func PrepareUnwind(im *elf.Image) {
 
 // PrepareImage does PrepareUnwind, and opens the debug information Add
 // names frames with, for the modules nearly every OpenMP thread's stack
-// passes through: the executable, the OpenMP runtime and the C library
-// (unless the frame cache holds its answers: its DWARF is by far the
-// largest, and a warm run may not need it). The other modules' are
-// opened when frames land in them, after the target is released: a
-// process may map hundreds of libraries with debug files.
+// passes through: the executable, the OpenMP runtime and the C library,
+// unless the frame cache holds answers for the module (a warm run may
+// not need its DWARF; Add opens it, once the target is released, when a
+// frame's answer is not kept). The other modules' are opened when frames
+// land in them, after the target is released: a process may map
+// hundreds of libraries with debug files.
 func PrepareImage(im *elf.Image) {
 	PrepareUnwind(im)
+	if im.FramesCached() {
+		return
+	}
 	m := &target.Module{Name: im.Path, Image: im}
 	_, exe := im.Symbol("main")
 	_, libc := im.Symbol("__libc_start_main")
-	if exe || inspect.FamilyOf(m) != nil || (libc && !im.FramesCached()) {
+	if exe || libc || inspect.FamilyOf(m) != nil {
 		im.PrepareDWARF()
 	}
 }

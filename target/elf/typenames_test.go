@@ -13,13 +13,14 @@ import (
 
 // TestTypeNamesCache: ScanAll keeps a DWARF's type names in the section
 // cache, and Close the layouts of the types asked about; the type index
-// of the same file in a later run reads both from there, reading no unit
-// and parsing no type to give the same answers, errors included.
+// of the same file in a later run reads both from there, opening no DWARF
+// to give the same answers, errors included; it opens the DWARF for a
+// type whose layout is not kept.
 func TestTypeNamesCache(t *testing.T) {
 	dir := t.TempDir()
 	a := filepath.Join(dir, "a.c")
 	b := filepath.Join(dir, "b.c")
-	if err := os.WriteFile(a, []byte("struct alpha { int x; long y; };\nstruct alpha ga;\ntypedef int myint;\nmyint gi;\n"), 0o644); err != nil {
+	if err := os.WriteFile(a, []byte("struct alpha { int x; long y; };\nstruct alpha ga;\ntypedef int myint;\nmyint gi;\nstruct delta { short p; int q; };\nstruct delta gd;\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(b, []byte("typedef struct beta { char c; double d; short s; } beta_t;\nbeta_t gb;\nint main(void) { return 0; }\n"), 0o644); err != nil {
@@ -110,9 +111,20 @@ func TestTypeNamesCache(t *testing.T) {
 	if !maps.Equal(ti1.names, ti2.names) {
 		t.Errorf("names read from the cache differ from those scanned")
 	}
+	if ti2.dd != nil || im2.dw != nil {
+		t.Errorf("second run opened the DWARF; want it left closed (every answer is kept)")
+	}
 	second.puts = nil
-	if err := im2.Close(); err != nil || len(second.puts) != 0 {
-		t.Errorf("second Close: %v, stored %v; want nothing new stored", err, second.puts)
+	// A type the first run was not asked about: its layout is read from
+	// the DWARF, which is opened now, and kept at Close.
+	if off, size, err := ti2.Field("delta", "q"); err != nil || off != 4 || size != 4 {
+		t.Errorf("delta.q = %d, %d, %v; want 4, 4", off, size, err)
+	}
+	if ti2.dd == nil {
+		t.Errorf("a type without a kept layout was answered without opening the DWARF")
+	}
+	if err := im2.Close(); err != nil || !slices.Equal(second.puts, []string{typeLayoutsSection}) {
+		t.Errorf("second Close: %v, stored %v; want the layouts stored again", err, second.puts)
 	}
 }
 

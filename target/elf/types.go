@@ -15,9 +15,11 @@ import (
 // from its own debug information.
 type TypeIndex struct {
 	path string
-	d    *dwarf.Data
-	// typeMu is the image's lock around d.Type (dwarfData.typeMu).
-	typeMu *sync.Mutex
+	// im is the image whose DWARF is read; dd is its opened DWARF, nil
+	// until a lookup first needs it (the names and layouts a run needs
+	// may all come from the section cache).
+	im *Image
+	dd *dwarfData
 
 	mu    sync.Mutex
 	cache map[string]dwarf.Type
@@ -52,30 +54,54 @@ const MaxTypeEntries = 50_000_000
 // A name is looked up by reading the top-level entries of one unit after
 // the other, in order, until one defines it: the first definition is
 // found, and a lookup reads no further than it needs.
+//
+// The DWARF is opened when a lookup first needs it: not at all when the
+// section cache holds the names of every unit and the layouts asked for.
 func NewTypeIndex(im *Image) (*TypeIndex, error) {
-	dd := im.openDWARF()
-	if dd == nil {
-		return nil, fmt.Errorf("%s has no DWARF type information", im.Path)
+	src, err := im.dwarfSource()
+	if err != nil {
+		return nil, fmt.Errorf("%s has no DWARF type information: %w", im.Path, err)
 	}
-	ti := &TypeIndex{path: dd.path, d: dd.d, typeMu: &dd.typeMu, names: make(map[string]dwarf.Offset), cache: make(map[string]dwarf.Type), infoSize: dd.infoSize}
-	for _, u := range dd.units {
-		ti.units = append(ti.units, u.entry.Offset)
-	}
-	if dd.openErr != nil && len(ti.units) == 0 {
-		return nil, fmt.Errorf("indexing DWARF types of %s: %w", dd.path, dd.openErr)
-	}
-	if key, keyed := typeNamesKey(dd.src); keyed && im.sections != nil {
+	ti := &TypeIndex{path: src.Path, im: im, names: make(map[string]dwarf.Offset), cache: make(map[string]dwarf.Type), infoSize: src.debugInfoSize()}
+	if key, keyed := typeNamesKey(src); keyed && im.sections != nil {
 		ti.store, ti.key = im.sections, key
 		ti.loadLayouts()
 		loadCached(ti.store, ti.key, func(b []byte) bool {
 			names, ok := decodeTypeNames(b, ti.infoSize)
 			if ok {
-				ti.names, ti.next, ti.stored = names, len(ti.units), true
+				// Every unit's names are known: none is left to read.
+				ti.names, ti.stored = names, true
 			}
 			return ok
 		})
 	}
+	if ti.stored {
+		return ti, nil
+	}
+	if err := ti.open(); err != nil {
+		return nil, err
+	}
+	for _, u := range ti.dd.units {
+		ti.units = append(ti.units, u.entry.Offset)
+	}
+	if ti.dd.openErr != nil && len(ti.units) == 0 {
+		return nil, fmt.Errorf("indexing DWARF types of %s: %w", ti.path, ti.dd.openErr)
+	}
 	return ti, nil
+}
+
+// open opens the image's DWARF for the index, once; ti.mu is held, or
+// the index is not shared yet.
+func (ti *TypeIndex) open() error {
+	if ti.dd != nil {
+		return nil
+	}
+	dd := ti.im.openDWARF()
+	if dd == nil {
+		return fmt.Errorf("%s has no DWARF type information: %w", ti.im.Path, ti.im.dwErr)
+	}
+	ti.dd = dd
+	return nil
 }
 
 // typeNamesSection names the section cache's entry that keeps the type
@@ -174,7 +200,7 @@ func (ti *TypeIndex) scanUnit() {
 	off := ti.units[ti.next]
 	ti.next++
 	err := guard(func() error {
-		r := ti.d.Reader()
+		r := ti.dd.d.Reader()
 		r.Seek(off)
 		for first := true; ; first = false {
 			ti.entries++
@@ -258,15 +284,18 @@ func (ti *TypeIndex) typLocked(name string) (dwarf.Type, error) {
 		}
 		return nil, fmt.Errorf("type %s is not in the DWARF of %s", name, ti.path)
 	}
+	if err := ti.open(); err != nil {
+		return nil, fmt.Errorf("type %s: %w", name, err)
+	}
 	var t dwarf.Type
 	if err := guard(func() error {
-		ti.typeMu.Lock()
-		defer ti.typeMu.Unlock()
-		if err := checkTypeGraph(ti.d, off); err != nil {
+		ti.dd.typeMu.Lock()
+		defer ti.dd.typeMu.Unlock()
+		if err := checkTypeGraph(ti.dd.d, off); err != nil {
 			return err
 		}
 		var err error
-		t, err = ti.d.Type(off)
+		t, err = ti.dd.d.Type(off)
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("reading type %s from %s: %w", name, ti.path, err)
