@@ -155,12 +155,9 @@ func exerciseImage(t *testing.T, dir string, data []byte) {
 	im.LoadSymbols()
 	names := []string{"main", "_start"}
 	if im.symbols() != nil {
-		var all []string
-		for n := range im.symbols().byName {
-			all = append(all, n)
+		for _, e := range im.symbols().names[:min(len(im.symbols().names), 4)] {
+			names = append(names, e.Name)
 		}
-		slices.Sort(all)
-		names = append(names, all[:min(len(all), 4)]...)
 		for i, s := range im.symbols().syms {
 			if i >= 4 {
 				break

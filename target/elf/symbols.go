@@ -1,10 +1,13 @@
 package elf
 
 import (
+	"cmp"
 	"debug/elf"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // Sym is an ELF symbol at its link-time value.
@@ -24,7 +27,9 @@ type Sym struct {
 // symIndex holds the symbols of an image, by name and (for functions) by
 // address.
 type symIndex struct {
-	byName map[string]symEntry
+	// names has one symbol of each name, sorted by name: the first
+	// global or weak one, else the first local one, in table order.
+	names []symEntry
 	// funcs are disjoint address ranges sorted by start, each naming the
 	// innermost function symbol covering it.
 	funcs []span
@@ -44,8 +49,35 @@ type symEntry struct {
 // and weak definitions win over local ones of the same name.
 func (im *Image) Symbol(name string) (Sym, bool) {
 	im.LoadSymbols()
-	e, ok := im.symbols().byName[name]
+	e, ok := im.symbols().byName(name)
 	return e.Sym, ok
+}
+
+// byName finds the symbol of the given name.
+func (idx *symIndex) byName(name string) (symEntry, bool) {
+	i, ok := slices.BinarySearchFunc(idx.names, name, func(e symEntry, name string) int { return strings.Compare(e.Name, name) })
+	if !ok {
+		return symEntry{}, false
+	}
+	return idx.names[i], true
+}
+
+// uniqueNames sorts entries by name and keeps one of each name: the first
+// global or weak one, else the first local one, in the entries' order.
+func uniqueNames(entries []symEntry) []symEntry {
+	slices.SortStableFunc(entries, func(a, b symEntry) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		switch {
+		case a.local == b.local:
+			return 0
+		case b.local:
+			return -1
+		}
+		return 1
+	})
+	return slices.CompactFunc(entries, func(a, b symEntry) bool { return a.Name == b.Name })
 }
 
 // SymbolAt returns the function symbol whose range contains the link-time
@@ -84,9 +116,18 @@ func (im *Image) DataSymbolAt(addr uint64) (Sym, bool) {
 // index then holds what could be read.
 func (im *Image) LoadSymbols() error {
 	im.symOnce.Do(func() {
+		if idx := im.loadSymbols(); idx != nil {
+			im.syms.Store(idx)
+			return
+		}
 		idx, err := im.indexSymbols()
 		im.syms.Store(idx)
 		im.symErr = err
+		if err == nil {
+			// An index read with errors is made again, and its
+			// errors reported, in every run.
+			im.storeSymbols(idx)
+		}
 	})
 	return im.symErr
 }
@@ -114,13 +155,12 @@ func (im *Image) indexSymbols() (*symIndex, error) {
 	}
 	// Sized once for every table: growing them was a third of reading
 	// libc's symbols.
-	idx := &symIndex{byName: make(map[string]symEntry, total)}
+	idx := &symIndex{}
+	all := make([]symEntry, 0, total)
 	funcs := make([]symEntry, 0, total)
 	for _, entries := range tables {
+		all = append(all, entries...)
 		for _, e := range entries {
-			if old, ok := idx.byName[e.Name]; !ok || (old.local && !e.local) {
-				idx.byName[e.Name] = e
-			}
 			switch {
 			case e.Func:
 				funcs = append(funcs, e)
@@ -129,14 +169,20 @@ func (im *Image) indexSymbols() (*symIndex, error) {
 			}
 		}
 	}
+	idx.names = uniqueNames(all)
 	idx.syms, idx.funcs = im.funcSpans(funcs)
-	sort.Slice(idx.objs, func(i, j int) bool {
-		if idx.objs[i].Value != idx.objs[j].Value {
-			return idx.objs[i].Value < idx.objs[j].Value
-		}
-		return idx.objs[i].Name < idx.objs[j].Name
-	})
+	sortObjects(idx.objs)
 	return idx, errors.Join(errs...)
+}
+
+// sortObjects sorts data symbols by address, then name.
+func sortObjects(objs []Sym) {
+	slices.SortFunc(objs, func(a, b Sym) int {
+		if a.Value != b.Value {
+			return cmp.Compare(a.Value, b.Value)
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
 }
 
 // readSymbols reads the defined, named symbols of the table of type typ
@@ -315,24 +361,29 @@ func (im *Image) AddSymbols(add []Sym) {
 	im.symMu.Lock()
 	defer im.symMu.Unlock()
 	old := im.symbols()
-	idx := &symIndex{byName: make(map[string]symEntry, len(old.byName)+len(add))}
-	for n, e := range old.byName {
-		idx.byName[n] = e
-	}
+	idx := &symIndex{objs: slices.Clone(old.objs)}
+	names := slices.Clone(old.names)
 	funcs := make([]symEntry, 0, len(old.syms)+len(add))
 	for _, f := range old.syms {
 		funcs = append(funcs, symEntry{Sym: f})
 	}
 	for _, a := range add {
-		if _, ok := idx.byName[a.Name]; ok {
+		if _, ok := old.byName(a.Name); ok {
 			continue
 		}
 		e := symEntry{Sym: a, local: true}
-		idx.byName[a.Name] = e
-		if a.Func {
+		names = append(names, e)
+		switch {
+		case a.Func:
 			funcs = append(funcs, e)
+		case !a.TLS && a.Size > 0:
+			idx.objs = append(idx.objs, a)
 		}
 	}
+	// The old names come first: of the same name added twice, the first
+	// is kept.
+	idx.names = uniqueNames(names)
 	idx.syms, idx.funcs = im.funcSpans(funcs)
+	sortObjects(idx.objs)
 	im.syms.Store(idx)
 }

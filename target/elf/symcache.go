@@ -1,0 +1,227 @@
+package elf
+
+import (
+	"debug/elf"
+	"strings"
+
+	"github.com/ompd-inspect/ompd-inspect/target/sectioncache"
+)
+
+// The symbol index of an image is kept in the section cache: reading the
+// C library's symbols (its debug file's .symtab) and sorting them was
+// most of the time spent preparing a process's modules before it is
+// stopped.
+
+// symbolsSection names the section cache's entry of an image's symbol
+// index.
+const symbolsSection = ".ompdi_symbols1"
+
+// symbolsKey is the section cache's key of the image's symbol index.
+func (im *Image) symbolsKey() (key sectioncache.Key, ok bool) {
+	if im.sections == nil {
+		return sectioncache.Key{}, false
+	}
+	return im.cacheKey(symbolsSection, 0, 0)
+}
+
+// symbolSource returns the identity of the separate debug file whose
+// .symtab the index takes (the image has none), and whether there is one.
+func (im *Image) symbolSource() (fileIdentity, bool) {
+	if im.ef.SectionByType(elf.SHT_SYMTAB) != nil {
+		return fileIdentity{}, false
+	}
+	sep, err := im.separate()
+	if err != nil || sep.ino == 0 {
+		return fileIdentity{}, false
+	}
+	return sep.identity(), true
+}
+
+// loadSymbols returns the image's symbol index kept in the section cache,
+// nil when none is kept for this file and its debug file as they are.
+func (im *Image) loadSymbols() *symIndex {
+	key, ok := im.symbolsKey()
+	if !ok {
+		return nil
+	}
+	var idx *symIndex
+	loadCached(im.sections, key, func(b []byte) bool {
+		src, hasSrc := im.symbolSource()
+		idx = decodeSymbols(b, src, hasSrc)
+		return idx != nil
+	})
+	return idx
+}
+
+// storeSymbols keeps the image's symbol index in the section cache.
+func (im *Image) storeSymbols(idx *symIndex) {
+	key, ok := im.symbolsKey()
+	if !ok {
+		return
+	}
+	src, hasSrc := im.symbolSource()
+	_ = im.sections.Put(key, encodeSymbols(idx, src, hasSrc)) // a cache that cannot be written only costs time
+}
+
+// Symbol flags in the cache.
+const (
+	symFlagTLS = 1 << iota
+	symFlagFunc
+	symFlagLocal
+)
+
+// encodeSymbols serializes an index: the identity of the debug file it
+// read (a flag, then five numbers), the names (their count, their bytes
+// as one string, then each one's length, value, size and flags, in name
+// order), then the function symbols, the spans and the data symbols
+// (each a count, then its items: a symbol as the index of its name,
+// value, size and flags; a span as its start, length and symbol).
+func encodeSymbols(idx *symIndex, src fileIdentity, hasSrc bool) []byte {
+	var w cacheWriter
+	w.flag(hasSrc)
+	if hasSrc {
+		for _, v := range src {
+			w.uint(v)
+		}
+	}
+	var blob strings.Builder
+	for _, e := range idx.names {
+		blob.WriteString(e.Name)
+	}
+	w.uint(uint64(len(idx.names)))
+	w.str(blob.String())
+	nameAt := make(map[string]uint64, len(idx.names))
+	for i, e := range idx.names {
+		nameAt[e.Name] = uint64(i)
+		w.uint(uint64(len(e.Name)))
+		w.uint(e.Value)
+		w.uint(e.Size)
+		w.uint(symFlags(e))
+	}
+	sym := func(s Sym) {
+		w.uint(nameAt[s.Name])
+		w.uint(s.Value)
+		w.uint(s.Size)
+		w.uint(symFlags(symEntry{Sym: s}))
+	}
+	w.uint(uint64(len(idx.syms)))
+	for _, s := range idx.syms {
+		sym(s)
+	}
+	w.uint(uint64(len(idx.funcs)))
+	for _, sp := range idx.funcs {
+		w.uint(sp.lo)
+		w.uint(sp.hi - sp.lo)
+		w.uint(uint64(sp.id))
+	}
+	w.uint(uint64(len(idx.objs)))
+	for _, s := range idx.objs {
+		sym(s)
+	}
+	return w.b
+}
+
+func symFlags(e symEntry) uint64 {
+	var f uint64
+	if e.TLS {
+		f |= symFlagTLS
+	}
+	if e.Func {
+		f |= symFlagFunc
+	}
+	if e.local {
+		f |= symFlagLocal
+	}
+	return f
+}
+
+// decodeSymbols reads what encodeSymbols wrote, nil when it was written
+// for another debug file than src (or none, when hasSrc is false), does
+// not parse whole, or breaks an order the lookups rely on: names
+// ascending, spans ascending and disjoint, data symbols by address, and
+// every reference in range.
+func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
+	r := &cacheReader{b: b}
+	if r.flag() != hasSrc {
+		return nil
+	}
+	if hasSrc {
+		for _, v := range src {
+			if r.uint() != v {
+				return nil
+			}
+		}
+	}
+	// Every item below takes at least one byte: a count that exceeds
+	// the bytes left is refused before anything is allocated for it.
+	n := r.count()
+	blob := r.str()
+	if r.bad {
+		return nil
+	}
+	idx := &symIndex{names: make([]symEntry, n)}
+	off := uint64(0)
+	for i := range idx.names {
+		l := r.uint()
+		if l > uint64(len(blob))-off {
+			return nil
+		}
+		name := blob[off : off+l]
+		off += l
+		if i > 0 && name <= idx.names[i-1].Name {
+			return nil
+		}
+		idx.names[i] = symEntry{Sym: Sym{Name: name, Value: r.uint(), Size: r.uint()}}
+		if !setSymFlags(&idx.names[i], r.uint()) {
+			return nil
+		}
+	}
+	if off != uint64(len(blob)) {
+		return nil
+	}
+	syms := func() []Sym {
+		out := make([]Sym, r.count())
+		for i := range out {
+			at := r.uint()
+			if r.bad || at >= uint64(len(idx.names)) {
+				r.bad = true
+				return nil
+			}
+			e := symEntry{Sym: Sym{Name: idx.names[at].Name, Value: r.uint(), Size: r.uint()}}
+			if !setSymFlags(&e, r.uint()) {
+				r.bad = true
+				return nil
+			}
+			out[i] = e.Sym
+		}
+		return out
+	}
+	idx.syms = syms()
+	idx.funcs = make([]span, r.count())
+	for i := range idx.funcs {
+		lo, size, id := r.uint(), r.uint(), r.uint()
+		if r.bad || size == 0 || lo+size < lo || id >= uint64(len(idx.syms)) || (i > 0 && lo < idx.funcs[i-1].hi) {
+			return nil
+		}
+		idx.funcs[i] = span{lo: lo, hi: lo + size, id: int(id)}
+	}
+	idx.objs = syms()
+	for i := 1; i < len(idx.objs); i++ {
+		if idx.objs[i].Value < idx.objs[i-1].Value {
+			return nil
+		}
+	}
+	if !r.done() {
+		return nil
+	}
+	return idx
+}
+
+// setSymFlags sets e's flags from f; false for unknown flags.
+func setSymFlags(e *symEntry, f uint64) bool {
+	if f&^(symFlagTLS|symFlagFunc|symFlagLocal) != 0 {
+		return false
+	}
+	e.TLS, e.Func, e.local = f&symFlagTLS != 0, f&symFlagFunc != 0, f&symFlagLocal != 0
+	return true
+}

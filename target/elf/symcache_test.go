@@ -1,0 +1,173 @@
+package elf
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ompd-inspect/ompd-inspect/target/sectioncache"
+)
+
+// TestSymbolCache: a stripped library's symbol index (its .dynsym and its
+// debug file's .symtab) is kept in the section cache, and the image of
+// the same file in a later run reads it from there: the same index, the
+// same answers. A debug file that changed, or that is gone, makes the
+// kept index stale: it is made again from the files as they are.
+func TestSymbolCache(t *testing.T) {
+	dir := t.TempDir()
+	full := compile(t, "gcc", dir, "prog", "-shared", "-fPIC")
+	debug := filepath.Join(dir, "prog.debug")
+	run(t, "objcopy", "--only-keep-debug", full, debug)
+	stripped := filepath.Join(dir, "stripped")
+	run(t, "objcopy", "--strip-all", "--add-gnu-debuglink="+debug, full, stripped)
+	c, err := sectioncache.Open(filepath.Join(dir, "cache"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() (*Image, *countingCache) {
+		cc := &countingCache{c: c}
+		im := openWith(t, stripped, OpenOptions{Sections: cc})
+		if err := im.LoadSymbols(); err != nil {
+			t.Fatal(err)
+		}
+		return im, cc
+	}
+	// answers are what the lookups say of the program's symbols: the
+	// debug file's locals (helper, local_counter) among them.
+	type answer struct {
+		sym Sym
+		ok  bool
+	}
+	answers := func(im *Image) map[string]answer {
+		out := map[string]answer{}
+		for _, n := range []string{"global_counter", "local_counter", "tls_first", "message", "zeroed", "helper", "add_one", "main", "absent"} {
+			s, ok := im.Symbol(n)
+			out[n] = answer{s, ok}
+			if f, ok := im.SymbolAt(s.Value + 1); ok && s.Func {
+				out[n+" at +1"] = answer{f, ok}
+			}
+			if d, ok := im.DataSymbolAt(s.Value + s.Size - 1); ok && !s.Func && !s.TLS {
+				out[n+" data at end"] = answer{d, ok}
+			}
+		}
+		return out
+	}
+
+	im1, first := open()
+	if slices.Contains(first.hits, symbolsSection) || !slices.Contains(first.puts, symbolsSection) {
+		t.Fatalf("first run: read %v, stored %v; want the index made and stored", first.hits, first.puts)
+	}
+	want := answers(im1)
+	for _, n := range []string{"helper", "local_counter", "add_one", "zeroed"} {
+		if !want[n].ok {
+			t.Fatalf("%s not found in the first run; want it from the debug file's .symtab (%v)", n, want)
+		}
+	}
+	if a := want["helper at +1"]; !a.ok || a.sym.Name != "helper" {
+		t.Fatalf("SymbolAt(helper+1) = %v; want helper", a)
+	}
+	if a := want["zeroed data at end"]; !a.ok || a.sym.Name != "zeroed" || a.sym.Size != 64 {
+		t.Fatalf("DataSymbolAt(end of zeroed) = %v; want zeroed, 64 bytes", a)
+	}
+
+	im2, second := open()
+	if !slices.Contains(second.hits, symbolsSection) || len(second.puts) != 0 {
+		t.Fatalf("second run: read %v, stored %v; want the index read, nothing stored", second.hits, second.puts)
+	}
+	if !reflect.DeepEqual(im2.symbols(), im1.symbols()) {
+		t.Fatal("the index read from the cache differs from the one made")
+	}
+	if got := answers(im2); !reflect.DeepEqual(got, want) {
+		t.Fatalf("second run: %v, want %v", got, want)
+	}
+
+	// The debug file changed (here only its times): the index is made
+	// again and stored again.
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(debug, later, later); err != nil {
+		t.Fatal(err)
+	}
+	im3, third := open()
+	if !slices.Contains(third.puts, symbolsSection) {
+		t.Fatalf("debug file changed: stored %v; want the index made again", third.puts)
+	}
+	if got := answers(im3); !reflect.DeepEqual(got, want) {
+		t.Fatalf("debug file changed: %v, want %v", got, want)
+	}
+
+	// The debug file is gone: its local symbols are too.
+	if err := os.Remove(debug); err != nil {
+		t.Fatal(err)
+	}
+	im4, fourth := open()
+	if !slices.Contains(fourth.puts, symbolsSection) {
+		t.Fatalf("debug file gone: stored %v; want the index made again", fourth.puts)
+	}
+	if s, ok := im4.Symbol("helper"); ok {
+		t.Errorf("debug file gone: helper = %v; want it not found", s)
+	}
+	if s, ok := im4.Symbol("add_one"); !ok || s != want["add_one"].sym {
+		t.Errorf("debug file gone: add_one = %v, %v; want %v from .dynsym", s, ok, want["add_one"].sym)
+	}
+}
+
+// TestDecodeSymbols: an index round-trips, and one that is cut, has bytes
+// left over, was kept for another debug file, or breaks an order the
+// lookups rely on is refused.
+func TestDecodeSymbols(t *testing.T) {
+	idx := &symIndex{
+		names: []symEntry{
+			{Sym: Sym{Name: "alpha", Value: 0x1000, Size: 0x20, Func: true}},
+			{Sym: Sym{Name: "beta", Value: 0x1020, Func: true}, local: true},
+			{Sym: Sym{Name: "gamma", Value: 0x4000, Size: 8}},
+			{Sym: Sym{Name: "tls", Value: 0x10, Size: 4, TLS: true}},
+		},
+		syms:  []Sym{{Name: "alpha", Value: 0x1000, Size: 0x20, Func: true}, {Name: "beta", Value: 0x1020, Func: true}},
+		funcs: []span{{lo: 0x1000, hi: 0x1020, id: 0}, {lo: 0x1020, hi: 0x1080, id: 1}},
+		objs:  []Sym{{Name: "gamma", Value: 0x4000, Size: 8}},
+	}
+	src := fileIdentity{1, 2, 3, 4, 5}
+	b := encodeSymbols(idx, src, true)
+	if got := decodeSymbols(b, src, true); !reflect.DeepEqual(got, idx) {
+		t.Fatalf("round trip: %+v, want %+v", got, idx)
+	}
+	if got := decodeSymbols(encodeSymbols(idx, fileIdentity{}, false), fileIdentity{}, false); !reflect.DeepEqual(got, idx) {
+		t.Fatalf("round trip without a debug file: %+v", got)
+	}
+	for i := range len(b) {
+		if got := decodeSymbols(b[:i], src, true); got != nil {
+			t.Errorf("cut at %d of %d bytes: decoded", i, len(b))
+		}
+	}
+	for what, bad := range map[string][]byte{
+		"bytes left over": append(slices.Clone(b), 0),
+		"huge count":      {0, 0xff, 0xff, 0xff, 0x7f},
+	} {
+		if got := decodeSymbols(bad, src, true); got != nil {
+			t.Errorf("%s: decoded %+v", what, got)
+		}
+	}
+	if got := decodeSymbols(b, fileIdentity{1, 2, 3, 4, 6}, true); got != nil {
+		t.Error("another debug file: decoded")
+	}
+	if got := decodeSymbols(b, fileIdentity{}, false); got != nil {
+		t.Error("no debug file now: decoded")
+	}
+	broken := map[string]func(*symIndex){
+		"names out of order": func(x *symIndex) { x.names[0], x.names[1] = x.names[1], x.names[0] },
+		"spans overlap":      func(x *symIndex) { x.funcs[0].hi = 0x1030 },
+		"empty span":         func(x *symIndex) { x.funcs[1].hi = x.funcs[1].lo },
+		"span of no symbol":  func(x *symIndex) { x.funcs[1].id = 2 },
+		"objects unsorted":   func(x *symIndex) { x.objs = append(x.objs, Sym{Name: "alpha", Value: 0x10, Size: 1}) },
+	}
+	for what, damage := range broken {
+		x := &symIndex{names: slices.Clone(idx.names), syms: slices.Clone(idx.syms), funcs: slices.Clone(idx.funcs), objs: slices.Clone(idx.objs)}
+		damage(x)
+		if got := decodeSymbols(encodeSymbols(x, src, true), src, true); got != nil {
+			t.Errorf("%s: decoded %+v", what, got)
+		}
+	}
+}
