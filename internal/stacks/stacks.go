@@ -237,13 +237,32 @@ func Add(rep *inspect.Report, w *Walks) {
 	for _, ts := range order {
 		b.findBoundaries(ts)
 	}
+	// The backtraces' frames share one array, sized for every thread's
+	// frames twice (a worker's stack goes on on its encountering thread)
+	// and a few markers: appending frame by frame to a slice of each was
+	// most of the time Add took at 1024 threads.
+	size := 0
+	for _, ts := range order {
+		for _, p := range ts.frames {
+			size += 2 * (1 + len(p.inlined))
+		}
+		size += 4
+	}
+	arena := make([]inspect.Frame, 0, size)
+	rep.Backtraces = slices.Grow(rep.Backtraces, len(order))
 	for _, ts := range order {
 		bt := inspect.Backtrace{OSTID: ts.tid, Stop: ts.stop.String(), Complete: ts.complete}
 		th := b.threads[ts.tid]
 		if th != nil {
 			bt.GTID, bt.OpenMP, bt.State = th.GTID, th.OpenMP, th.State
 		}
-		bt.Frames = b.logical(ts, 0, 0, map[string]bool{})
+		// A backtrace's frames stay where they are if the array grows:
+		// the full slice expression keeps the next one's off them.
+		start := len(arena)
+		arena = b.logical(arena, ts, 0, 0, map[string]bool{})
+		if len(arena) > start {
+			bt.Frames = arena[start:len(arena):len(arena)]
+		}
 		bt.Activity = activity(ts.frames, th != nil && th.Region != nil, b.fam)
 		if th != nil && th.OpenMP && rep.Runtime.StateSource == "inferred" {
 			b.inferState(ts, th, &bt)
@@ -665,11 +684,10 @@ func (b *builder) pcString(pc uint64) *string {
 	return s
 }
 
-// logical returns the logical stack of ts from frame from on: its frames,
-// with markers, continuing on the encountering thread of a region this
-// thread only works in.
-func (b *builder) logical(ts *threadStack, from, hops int, used map[string]bool) []inspect.Frame {
-	var out []inspect.Frame
+// logical appends to out the logical stack of ts from frame from on: its
+// frames, with markers, continuing on the encountering thread of a region
+// this thread only works in.
+func (b *builder) logical(out []inspect.Frame, ts *threadStack, from, hops int, used map[string]bool) []inspect.Frame {
 	regionAt := map[int]string{}
 	for id, i := range ts.boundaries {
 		regionAt[i] = id
@@ -715,30 +733,31 @@ func (b *builder) logical(ts *threadStack, from, hops int, used map[string]bool)
 		for j := i + 1; j < len(ts.frames); j++ {
 			out = b.frames(out, ts, j)
 		}
-		return append(out, b.hop(r, hops, used)...)
+		return b.hop(out, r, hops, used)
 	}
 	if ending != nil && len(ending.Threads) > 0 && ending.Threads[0] != ts.tid && !ending.Serialized {
 		// A worker waiting at the end of its region.
 		out = append(out, b.regionMarker(ts, ending, true))
-		out = append(out, b.hop(ending, hops, used)...)
+		out = b.hop(out, ending, hops, used)
 	}
 	return out
 }
 
-// hop continues a logical stack on the thread that encountered region r.
-func (b *builder) hop(r *inspect.Region, hops int, used map[string]bool) []inspect.Frame {
+// hop appends to out the continuation of a logical stack on the thread
+// that encountered region r.
+func (b *builder) hop(out []inspect.Frame, r *inspect.Region, hops int, used map[string]bool) []inspect.Frame {
 	master := b.stacks[r.Threads[0]]
 	if master == nil || hops >= MaxHops {
-		return nil
+		return out
 	}
 	at, ok := b.continuation(master, r.ID)
 	if !ok {
-		return []inspect.Frame{{Kind: inspect.KindHop, Thread: master.tid,
-			Text: fmt.Sprintf("the region was encountered by thread 0 (%d), whose stack does not show where", master.tid)}}
+		return append(out, inspect.Frame{Kind: inspect.KindHop, Thread: master.tid,
+			Text: fmt.Sprintf("the region was encountered by thread 0 (%d), whose stack does not show where", master.tid)})
 	}
-	out := []inspect.Frame{{Kind: inspect.KindHop, Thread: master.tid,
-		Text: fmt.Sprintf("continued on thread 0 (%d), which encountered the region", master.tid)}}
-	return append(out, b.logical(master, at, hops+1, used)...)
+	out = append(out, inspect.Frame{Kind: inspect.KindHop, Thread: master.tid,
+		Text: fmt.Sprintf("continued on thread 0 (%d), which encountered the region", master.tid)})
+	return b.logical(out, master, at, hops+1, used)
 }
 
 // taskAt returns the construct whose task frame i of ts begins (the frame
@@ -1000,21 +1019,24 @@ func PrepareUnwind(im *elf.Image) {
 
 // PrepareImage does PrepareUnwind, and opens the debug information Add
 // names frames with, for the modules nearly every OpenMP thread's stack
-// passes through: the executable, the OpenMP runtime and the C library,
-// unless the frame cache holds answers for the module (a warm run may
-// not need its DWARF; Add opens it, once the target is released, when a
-// frame's answer is not kept). The other modules' are opened when frames
-// land in them, after the target is released: a process may map
-// hundreds of libraries with debug files.
+// passes through: the executable (whose DWARF also names the regions'
+// functions, while the target is stopped), and the OpenMP runtime and
+// the C library unless the frame cache holds answers for them (a warm
+// run may not need their DWARF; Add opens it, once the target is
+// released, when a frame's answer is not kept). The other modules' are
+// opened when frames land in them, after the target is released: a
+// process may map hundreds of libraries with debug files.
 func PrepareImage(im *elf.Image) {
 	PrepareUnwind(im)
+	if _, exe := im.Symbol("main"); exe {
+		im.PrepareDWARF()
+		return
+	}
 	if im.FramesCached() {
 		return
 	}
 	m := &target.Module{Name: im.Path, Image: im}
-	_, exe := im.Symbol("main")
-	_, libc := im.Symbol("__libc_start_main")
-	if exe || libc || inspect.FamilyOf(m) != nil {
+	if _, libc := im.Symbol("__libc_start_main"); libc || inspect.FamilyOf(m) != nil {
 		im.PrepareDWARF()
 	}
 }

@@ -197,7 +197,7 @@ func TestTailCallFrames(t *testing.T) {
 			ts := &threadStack{tid: 1, frames: c.frames, boundaries: map[string]int{}}
 			b := newBuilder(ts)
 			b.findBoundaries(ts)
-			if got := show(b.logical(ts, 0, 0, map[string]bool{})); got != c.want {
+			if got := show(b.logical(nil, ts, 0, 0, map[string]bool{})); got != c.want {
 				t.Errorf("frames\n\t%s\nwant\n\t%s", got, c.want)
 			}
 		})
