@@ -81,6 +81,9 @@ func Attach(pid int, opts Options) (*Process, error) {
 	go func() {
 		defer close(reserved)
 		p.reserveCache(opts.CachePagesPerThread, st.Threads)
+		if opts.HeapPerThread > 0 {
+			target.ReadyHeap(min(st.Threads*opts.HeapPerThread, maxReadyHeap))
+		}
 	}()
 	p.openEarly(opts.Prepare)
 	if sig, ok := p.waitPrepared(); ok {
@@ -367,6 +370,9 @@ func (p *Process) reserveCache(perThread, threads int) {
 // maxReservedPages bounds the pages reserveCache readies (64 MiB); reads
 // beyond them get memory as they come.
 const maxReservedPages = 16384
+
+// maxReadyHeap bounds the heap Attach readies for the caller (32 MiB).
+const maxReadyHeap = 32 << 20
 
 // atRandom is the auxiliary vector's AT_RANDOM tag.
 const atRandom = 25

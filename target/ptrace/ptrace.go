@@ -67,6 +67,12 @@ type Options struct {
 	// it is stopped: a page read into fresh memory costs a page fault.
 	CachePagesPerThread int
 
+	// HeapPerThread, when positive, is how many bytes of Go heap per
+	// thread Attach readies while the process still runs
+	// (target.ReadyHeap), for what the caller allocates while it is
+	// stopped.
+	HeapPerThread int
+
 	// afterSeize, when set (by tests), runs on the tracing thread after a
 	// thread has been seized and before it is interrupted.
 	afterSeize func(tid int)
