@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -280,9 +281,16 @@ func Add(rep *inspect.Report, w *Walks) {
 	}
 }
 
+// parseAddr reads a "0x..." address, 0 when s is not one.
 func parseAddr(s string) uint64 {
-	var v uint64
-	fmt.Sscanf(s, "0x%x", &v)
+	hex, ok := strings.CutPrefix(s, "0x")
+	if !ok {
+		return 0
+	}
+	v, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		return 0
+	}
 	return v
 }
 

@@ -205,3 +205,21 @@ func TestTailCallFrames(t *testing.T) {
 }
 
 func sp(s string) *string { return &s }
+
+// TestParseAddr: the tasks' frame addresses are read back exactly, and
+// anything else is no address.
+func TestParseAddr(t *testing.T) {
+	for in, want := range map[string]uint64{
+		"0x7ffd5f0e1c40":     0x7ffd5f0e1c40,
+		"0xffffffffffffffff": ^uint64(0),
+		"0x0":                0,
+		"7ffd5f0e1c40":       0,
+		"0x":                 0,
+		"0x12zz":             0,
+		"":                   0,
+	} {
+		if got := parseAddr(in); got != want {
+			t.Errorf("parseAddr(%q) = %#x, want %#x", in, got, want)
+		}
+	}
+}

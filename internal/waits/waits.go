@@ -71,6 +71,15 @@ type analysis struct {
 	threads  map[int]*inspect.Thread
 	regions  map[string]*inspect.Region
 	activity map[int]string
+
+	// notArrived are the members of each barrier's region that have not
+	// arrived at it, by the barrier's object: the same for every waiter
+	// (a waiter has arrived), found once.
+	notArrived map[string][]inspect.WaitTarget
+	// children and members are the explicit tasks by parent and by
+	// taskgroup, indexed once for the waiters at a taskwait or at the
+	// end of a taskgroup.
+	children, members map[string][]*inspect.Task
 }
 
 // Analyze completes rep's blocked_on, wait graph and diagnosis.
@@ -87,6 +96,20 @@ func Analyze(rep *inspect.Report) {
 	}
 	for i := range rep.Threads {
 		a.derive(&rep.Threads[i])
+	}
+	a.notArrived = map[string][]inspect.WaitTarget{}
+	a.children, a.members = map[string][]*inspect.Task{}, map[string][]*inspect.Task{}
+	for i := range rep.Tasks {
+		k := &rep.Tasks[i]
+		if k.Kind != "explicit" {
+			continue
+		}
+		if k.Parent != nil {
+			a.children[*k.Parent] = append(a.children[*k.Parent], k)
+		}
+		if k.Taskgroup != nil {
+			a.members[*k.Taskgroup] = append(a.members[*k.Taskgroup], k)
+		}
 	}
 	for i := range rep.Threads {
 		a.targets(&rep.Threads[i])
@@ -218,33 +241,15 @@ func (a *analysis) targets(t *inspect.Thread) {
 	case bo.Holder != nil:
 		bo.WaitingFor = append(bo.WaitingFor, a.target(*bo.Holder))
 	case bo.What == string(ompd.WaitBarrier):
-		reg := a.regions[bo.Object]
-		if reg == nil || reg.Serialized {
-			return
-		}
-		for _, m := range reg.Threads {
-			o := a.threads[m]
-			if m == t.OSTID || o == nil {
-				continue
-			}
-			if ob := o.BlockedOn; ob != nil && ob.What == bo.What && ob.Object == bo.Object {
-				continue // arrived
-			}
-			bo.WaitingFor = append(bo.WaitingFor, a.target(m))
-		}
+		bo.WaitingFor = append(bo.WaitingFor, a.barrierTargets(bo)...)
 	case bo.What == string(ompd.WaitTaskwait), bo.What == string(ompd.WaitTaskgroup):
-		for _, k := range a.rep.Tasks {
-			if k.Kind != "explicit" {
-				continue
-			}
-			// A taskwait waits for its task's children, the end of a
-			// taskgroup for its member tasks (when tasks name theirs).
-			if bo.What == string(ompd.WaitTaskwait) && (k.Parent == nil || *k.Parent != bo.Object) {
-				continue
-			}
-			if bo.What == string(ompd.WaitTaskgroup) && (k.Taskgroup == nil || *k.Taskgroup != bo.Object) {
-				continue
-			}
+		// A taskwait waits for its task's children, the end of a
+		// taskgroup for its member tasks (when tasks name theirs).
+		tasks := a.children[bo.Object]
+		if bo.What == string(ompd.WaitTaskgroup) {
+			tasks = a.members[bo.Object]
+		}
+		for _, k := range tasks {
 			switch {
 			case k.Status == "running" && k.Thread != nil && *k.Thread != t.OSTID:
 				bo.WaitingFor = append(bo.WaitingFor, a.target(*k.Thread))
@@ -253,6 +258,29 @@ func (a *analysis) targets(t *inspect.Thread) {
 			}
 		}
 	}
+}
+
+// barrierTargets are the members of the region of barrier bo that have
+// not arrived at it.
+func (a *analysis) barrierTargets(bo *inspect.BlockedOn) []inspect.WaitTarget {
+	if out, ok := a.notArrived[bo.Object]; ok {
+		return out
+	}
+	var out []inspect.WaitTarget
+	if reg := a.regions[bo.Object]; reg != nil && !reg.Serialized {
+		for _, m := range reg.Threads {
+			o := a.threads[m]
+			if o == nil {
+				continue
+			}
+			if ob := o.BlockedOn; ob != nil && ob.What == bo.What && ob.Object == bo.Object {
+				continue // arrived (the waiter among them)
+			}
+			out = append(out, a.target(m))
+		}
+	}
+	a.notArrived[bo.Object] = out
+	return out
 }
 
 // graph is every waiter's edges, by waiter and target.

@@ -86,9 +86,13 @@ func TestBarrierStragglerOnLock(t *testing.T) {
 	if got := rep.Threads[1].BlockedOn; got == nil || got.What != "barrier" || got.Object != "0xteam" || got.Source != "state" {
 		t.Fatalf("thread 2 blocked on %+v, want the barrier of 0xteam from its state", got)
 	}
+	// Both waiters at the barrier wait for the one member that has not
+	// arrived.
 	wantFor := []inspect.WaitTarget{{OSTID: 3, Location: "solver.c:30", Doing: "waits for lock 0xa"}}
-	if got := rep.Threads[0].BlockedOn.WaitingFor; !reflect.DeepEqual(got, wantFor) {
-		t.Errorf("thread 1 waits for %+v, want %+v", got, wantFor)
+	for _, i := range []int{0, 1} {
+		if got := rep.Threads[i].BlockedOn.WaitingFor; !reflect.DeepEqual(got, wantFor) {
+			t.Errorf("thread %d waits for %+v, want %+v", i+1, got, wantFor)
+		}
 	}
 	var kinds []string
 	for _, d := range rep.Diagnosis {
