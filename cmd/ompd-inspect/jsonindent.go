@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"reflect"
 )
@@ -94,18 +93,11 @@ func (in *indenter) indent(dst, src []byte) []byte {
 			// Copy the string whole: its end is the first quote not
 			// escaped by a backslash.
 			j := i + 1
-			for j < len(src) {
-				k := bytes.IndexAny(src[j:], `"\`)
-				if k < 0 {
-					j = len(src)
-					break
-				}
-				j += k
+			for j < len(src) && src[j] != '"' {
 				if src[j] == '\\' {
-					j += 2
-					continue
+					j++
 				}
-				break
+				j++
 			}
 			end := min(j+1, len(src))
 			dst = append(dst, src[i:end]...)

@@ -35,7 +35,8 @@ func encoderJSON(t testing.TB, v any) string {
 // brackets, commas, colons, HTML and non-ASCII characters; then on random
 // values built from them.
 func TestWriteJSON(t *testing.T) {
-	strs := []string{"", `"`, `\`, `\"`, `a\\"b`, "{[,:]}", "<a&b>", "ü\u2028\x01\t\n", `"\"\\"`, "plain"}
+	strs := []string{"", `"`, `\`, `\"`, `a\\"b`, "{[,:]}", "<a&b>", "ü\u2028\x01\t\n", `"\"\\"`, "plain",
+		"\x00\x1f\x7f\b\f\r\u2029", "\xff\xfe", "\xe2\x80", "日本\U0001F600"}
 	type frame struct {
 		Function string            `json:"function"`
 		Line     int               `json:"line,omitempty"`
@@ -44,8 +45,11 @@ func TestWriteJSON(t *testing.T) {
 		Empty    struct{}          `json:"empty"`
 		Labels   map[string]string `json:"labels"`
 	}
+	type name string
 	values := []any{
-		nil, 0, -1.5, true, "x", []int{}, []int(nil), map[string]int{}, struct{}{},
+		nil, 0, -1.5, true, false, "x", []int{}, []int(nil), map[string]int{}, struct{}{},
+		int8(-128), int16(-32768), int32(-1 << 31), int64(-1 << 63), uint8(255), uint16(65535), uint32(1<<32 - 1), uint64(1<<64 - 1), uintptr(7),
+		name("<named>"), []name{"a", "\u2028"}, map[name]int{"k<": 1}, []bool{true, false},
 		[]any{[]any{}, map[string]any{}, []any{[]any{}}}, strs,
 		map[string]any{"a": []any{}, "b": map[string]any{"c": []any{1, "2", nil}}, `k"ey`: "v"},
 		[]frame{{Function: "main", Line: 3, Inlined: []string{"f", "g"}, Labels: map[string]string{"[": "]"}}, {}},
@@ -332,6 +336,31 @@ func TestWriteJSONReport(t *testing.T) {
 			if got.String() != want {
 				t.Errorf("%s, split %d: writeJSON differs from json.Encoder", name, split)
 			}
+		}
+	}
+}
+
+// TestAppendJSONString: strings of random bytes (control characters,
+// HTML's, invalid and valid UTF-8 among them) are written as json.Marshal
+// writes them.
+func TestAppendJSONString(t *testing.T) {
+	rng := rand.New(rand.NewPCG(26, 11))
+	pieces := []string{"\u2028", "\u2029", "ü", "\U0001F600", "\xed\xa0\x80", "\xf4\x90\x80\x80"}
+	for range 20000 {
+		var b []byte
+		for range rng.IntN(12) {
+			if rng.IntN(5) == 0 {
+				b = append(b, pieces[rng.IntN(len(pieces))]...)
+			} else {
+				b = append(b, byte(rng.IntN(256)))
+			}
+		}
+		want, err := json.Marshal(string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendJSONString(nil, string(b)); string(got) != string(want) {
+			t.Fatalf("%q: wrote %s, json.Marshal %s", b, got, want)
 		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // jsonSplit is the length from which jsonStreamer marshals a slice one
@@ -41,7 +43,26 @@ type jsonStreamer struct {
 	buf    bytes.Buffer
 	enc    *json.Encoder
 	fields map[reflect.Type]structFields // fieldsOf's answers
+	// lastStruct and lastFields are the last struct type met and its
+	// fields: a report's long slices are of one struct type.
+	lastStruct reflect.Type
+	lastFields structFields
+	marshals   map[reflect.Type]bool // has's answers
+	scalar     []byte                // the text of the last scalar emitted
 }
+
+// Punctuation emitted between pieces.
+var (
+	jsonNull       = []byte("null")
+	jsonTrue       = []byte("true")
+	jsonFalse      = []byte("false")
+	jsonComma      = []byte{','}
+	jsonColon      = []byte{':'}
+	jsonOpenArray  = []byte{'['}
+	jsonCloseArray = []byte{']'}
+	jsonOpenObject = []byte{'{'}
+	jsonCloseObj   = []byte{'}'}
+)
 
 // structFields is fieldsOf's answer for one struct type.
 type structFields struct {
@@ -52,10 +73,27 @@ type structFields struct {
 // value emits the JSON of v.
 func (s *jsonStreamer) value(v reflect.Value) error {
 	if !v.IsValid() {
-		return s.whole(nil)
+		s.emit(jsonNull)
+		return nil
 	}
-	if x, ok := marshalsItself(v); ok {
+	switch t := v.Type(); {
+	case predeclaredScalar(t):
+		s.scalarValue(v)
+		return nil
+	case t.Kind() == reflect.Pointer && predeclaredScalar(t.Elem()):
+		// No methods either.
+		if v.IsNil() {
+			s.emit(jsonNull)
+		} else {
+			s.scalarValue(v.Elem())
+		}
+		return nil
+	}
+	if x, ok := s.marshalsItself(v); ok {
 		return s.whole(x)
+	}
+	if s.scalarValue(v) {
+		return nil
 	}
 	if s.depth >= jsonMaxDepth {
 		return s.wholeValue(v)
@@ -65,23 +103,24 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 	switch v.Kind() {
 	case reflect.Interface, reflect.Pointer:
 		if v.IsNil() {
-			return s.whole(nil)
+			s.emit(jsonNull)
+			return nil
 		}
 		return s.value(v.Elem())
 	case reflect.Slice:
 		if v.IsNil() || v.Len() < s.split || v.Type().Elem().Kind() == reflect.Uint8 {
 			return s.wholeValue(v)
 		}
-		s.emit([]byte{'['})
+		s.emit(jsonOpenArray)
 		for i := range v.Len() {
 			if i > 0 {
-				s.emit([]byte{','})
+				s.emit(jsonComma)
 			}
 			if err := s.value(v.Index(i)); err != nil {
 				return err
 			}
 		}
-		s.emit([]byte{']'})
+		s.emit(jsonCloseArray)
 		return nil
 	case reflect.Map:
 		return s.mapValue(v)
@@ -91,25 +130,79 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 	return s.wholeValue(v)
 }
 
+// scalarValue emits v when it is a string, an integer or a boolean, as
+// json.Marshal writes them, and reports whether it was: most of a
+// report's leaves, each a call of json.Encoder's otherwise. The caller
+// has checked that v's type has no marshaling of its own.
+func (s *jsonStreamer) scalarValue(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.String:
+		s.scalar = appendJSONString(s.scalar[:0], v.String())
+		s.emit(s.scalar)
+		return true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		s.scalar = strconv.AppendInt(s.scalar[:0], v.Int(), 10)
+		s.emit(s.scalar)
+		return true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		s.scalar = strconv.AppendUint(s.scalar[:0], v.Uint(), 10)
+		s.emit(s.scalar)
+		return true
+	case reflect.Bool:
+		if v.Bool() {
+			s.emit(jsonTrue)
+		} else {
+			s.emit(jsonFalse)
+		}
+		return true
+	}
+	return false
+}
+
+// predeclaredScalar reports whether t is one of the language's string,
+// integer or boolean types, which have no methods.
+func predeclaredScalar(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return t.PkgPath() == "" && t.Name() != ""
+	}
+	return false
+}
+
 // marshalsItself reports whether v's type, or for an addressable v its
 // pointer type, has its own marshaling (json.Marshaler or
 // encoding.TextMarshaler), and returns what json.Marshal is to be given.
-func marshalsItself(v reflect.Value) (any, bool) {
-	if v.Kind() == reflect.Interface && has(v.Type()) {
+func (s *jsonStreamer) marshalsItself(v reflect.Value) (any, bool) {
+	t := v.Type()
+	if v.Kind() == reflect.Interface && s.has(t) {
 		// An interface of a marshaling type (a json.Marshaler field, say):
 		// json.Marshal calls its method even on a nil pointer it holds,
 		// which it does only when given the interface by address.
-		p := reflect.New(v.Type())
+		p := reflect.New(t)
 		p.Elem().Set(v)
 		return p.Interface(), true
 	}
-	if has(v.Type()) {
+	if s.has(t) {
 		return v.Interface(), true
 	}
-	if v.Kind() != reflect.Pointer && v.CanAddr() && has(reflect.PointerTo(v.Type())) {
+	if v.Kind() != reflect.Pointer && v.CanAddr() && s.has(reflect.PointerTo(t)) {
 		return v.Addr().Interface(), true
 	}
 	return nil, false
+}
+
+// has is the package's has, remembered by type.
+func (s *jsonStreamer) has(t reflect.Type) bool {
+	h, ok := s.marshals[t]
+	if !ok {
+		if s.marshals == nil {
+			s.marshals = map[reflect.Type]bool{}
+		}
+		h = has(t)
+		s.marshals[t] = h
+	}
+	return h
 }
 
 var (
@@ -128,39 +221,43 @@ func (s *jsonStreamer) mapValue(v reflect.Value) error {
 	}
 	keys := v.MapKeys()
 	slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
-	s.emit([]byte{'{'})
+	s.emit(jsonOpenObject)
 	for i, k := range keys {
 		if i > 0 {
-			s.emit([]byte{','})
+			s.emit(jsonComma)
 		}
-		if err := s.whole(k.String()); err != nil {
-			return err
-		}
-		s.emit([]byte{':'})
+		s.scalar = appendJSONString(s.scalar[:0], k.String())
+		s.emit(s.scalar)
+		s.emit(jsonColon)
 		if err := s.value(v.MapIndex(k)); err != nil {
 			return err
 		}
 	}
-	s.emit([]byte{'}'})
+	s.emit(jsonCloseObj)
 	return nil
 }
 
 // structValue emits a struct field by field, as json.Marshal encodes it,
 // or whole when its fields use what fieldsOf does not model.
 func (s *jsonStreamer) structValue(v reflect.Value) error {
-	sf, known := s.fields[v.Type()]
+	t := v.Type()
+	sf, known := s.lastFields, t == s.lastStruct
+	if !known {
+		sf, known = s.fields[t]
+	}
 	if !known {
 		if s.fields == nil {
 			s.fields = map[reflect.Type]structFields{}
 		}
-		sf.fields, sf.ok = fieldsOf(v.Type())
-		s.fields[v.Type()] = sf
+		sf.fields, sf.ok = fieldsOf(t)
+		s.fields[t] = sf
 	}
+	s.lastStruct, s.lastFields = t, sf
 	fields := sf.fields
 	if !sf.ok {
 		return s.wholeValue(v)
 	}
-	s.emit([]byte{'{'})
+	s.emit(jsonOpenObject)
 	first := true
 	for _, f := range fields {
 		fv := v.Field(f.index)
@@ -168,7 +265,7 @@ func (s *jsonStreamer) structValue(v reflect.Value) error {
 			continue
 		}
 		if !first {
-			s.emit([]byte{','})
+			s.emit(jsonComma)
 		}
 		first = false
 		s.emit(f.key)
@@ -176,7 +273,7 @@ func (s *jsonStreamer) structValue(v reflect.Value) error {
 			return err
 		}
 	}
-	s.emit([]byte{'}'})
+	s.emit(jsonCloseObj)
 	return nil
 }
 
@@ -276,4 +373,60 @@ func (s *jsonStreamer) whole(x any) error {
 	b := s.buf.Bytes()
 	s.emit(b[:len(b)-1]) // Encode ends the text with a newline
 	return nil
+}
+
+// appendJSONString appends str as json.Marshal writes a string: in
+// quotes, with '"' and '\\' escaped by a backslash, \b, \f, \n, \r and
+// \t by their letters, the other control characters and '<', '>' and '&'
+// (HTML escaping, json.Marshal's default) as \u00XX, U+2028 and U+2029
+// as \u2028 and \u2029, and each byte of invalid UTF-8 as \ufffd.
+func appendJSONString(dst []byte, str string) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0 // of the bytes not yet copied
+	for i := 0; i < len(str); {
+		c := str[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, str[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(str[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, str[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, str[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, str[start:]...)
+	return append(dst, '"')
 }
