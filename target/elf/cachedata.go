@@ -1,6 +1,9 @@
 package elf
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // cacheReader reads what this package keeps in the section cache (type
 // names and layouts, frames): LEB128 numbers and length-prefixed strings.
@@ -91,4 +94,38 @@ func (w *cacheWriter) flag(v bool) {
 	} else {
 		w.b = append(w.b, 0)
 	}
+}
+
+// keptPrefix begins the section cache's names of what KeepData keeps.
+const keptPrefix = ".ompdi_kept_"
+
+// KeptData returns what KeepData kept for this file under name in an
+// earlier run (in the section cache, keyed by the file's build-id and
+// identity), nil when nothing is: no section cache, no build-id, or no
+// entry. The bytes are a copy, the caller's; they come from a file and
+// are to be checked as any input is.
+func (im *Image) KeptData(name string) []byte {
+	key, ok := im.cacheKey(keptPrefix+name, 0, 0)
+	if !ok || im.sections == nil {
+		return nil
+	}
+	var out []byte
+	loadCached(im.sections, key, func(b []byte) bool {
+		out = bytes.Clone(b)
+		return true
+	})
+	return out
+}
+
+// KeepData keeps b for this file under name for later runs (KeptData):
+// what is derived from the file alone, and costs time to derive again. A
+// name is lowercase letters, digits and '_', at most 40 of them; under
+// another, nothing is kept. A cache that cannot be written only costs
+// that time.
+func (im *Image) KeepData(name string, b []byte) {
+	key, ok := im.cacheKey(keptPrefix+name, 0, 0)
+	if !ok || im.sections == nil {
+		return
+	}
+	_ = im.sections.Put(key, b)
 }

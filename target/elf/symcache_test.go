@@ -171,3 +171,43 @@ func TestDecodeSymbols(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptData: what KeepData keeps for a file is what KeptData gives an
+// image of the same file in a later run (a copy), and nothing once the
+// file changed, under another name, or without a section cache.
+func TestKeptData(t *testing.T) {
+	dir := t.TempDir()
+	prog := compile(t, "gcc", dir, "prog")
+	c, err := sectioncache.Open(filepath.Join(dir, "cache"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im1 := openWith(t, prog, OpenOptions{Sections: c})
+	im1.KeepData("derived_1", []byte("what took long"))
+	im1.KeepData("Bad-Name", []byte("not kept"))
+	im2 := openWith(t, prog, OpenOptions{Sections: c})
+	got := im2.KeptData("derived_1")
+	if string(got) != "what took long" {
+		t.Fatalf("KeptData = %q, want what was kept", got)
+	}
+	got[0] = 'W'
+	if again := im2.KeptData("derived_1"); string(again) != "what took long" {
+		t.Errorf("a change to the returned bytes reached the cache: %q", again)
+	}
+	if b := im2.KeptData("Bad-Name"); b != nil {
+		t.Errorf("a name the cache refuses: %q", b)
+	}
+	if b := im2.KeptData("derived_2"); b != nil {
+		t.Errorf("another name: %q", b)
+	}
+	if b := openWith(t, prog, OpenOptions{}).KeptData("derived_1"); b != nil {
+		t.Errorf("no section cache: %q", b)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(prog, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if b := openWith(t, prog, OpenOptions{Sections: c}).KeptData("derived_1"); b != nil {
+		t.Errorf("the file changed: %q", b)
+	}
+}

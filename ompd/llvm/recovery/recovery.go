@@ -23,6 +23,7 @@ import (
 	"bytes"
 	"embed"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -75,6 +76,14 @@ func Recover(im *elf.Image) (k *Knowledge, err error) {
 	if im.Machine() != delf.EM_X86_64 {
 		return nil, fmt.Errorf("%s: recovery reads x86-64 code only, not %v", im.Path, im.Machine())
 	}
+	if k := kept(im); k != nil {
+		return k, nil
+	}
+	defer func() {
+		if err == nil && k != nil { // not while a panic unwinds
+			keep(im, k)
+		}
+	}()
 	r := &recoverer{im: im, k: &Knowledge{BuildID: im.BuildID(), Symbols: map[string]uint64{}, Layout: map[string]uint64{}, Evidence: map[string]string{}}}
 	r.k.Release = knownReleases[r.k.BuildID].name
 	if r.text, err = im.SectionData(".text"); err != nil {
@@ -93,6 +102,45 @@ func Recover(im *elf.Image) (k *Knowledge, err error) {
 	r.globals()
 	r.functions()
 	return r.k, nil
+}
+
+// keptName names what Recover keeps of a file for later runs (through
+// the image's section cache): decoding the runtime's code is most of the
+// time spent preparing a process that runs a stripped runtime.
+const keptName = "llvm_recovery1"
+
+// kept returns the knowledge an earlier run recovered from the same file,
+// nil when none is kept, or when what is kept does not read whole, names
+// another build-id or has no layout.
+func kept(im *elf.Image) *Knowledge {
+	b := im.KeptData(keptName)
+	if b == nil {
+		return nil
+	}
+	var k Knowledge
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&k) != nil || dec.More() || k.BuildID != im.BuildID() || len(k.Layout) == 0 {
+		return nil
+	}
+	k.Release = knownReleases[k.BuildID].name
+	for _, m := range []map[string]uint64{k.Symbols, k.Layout} {
+		if m == nil {
+			return nil
+		}
+	}
+	if k.Evidence == nil {
+		k.Evidence = map[string]string{}
+	}
+	return &k
+}
+
+// keep keeps k for later runs.
+func keep(im *elf.Image, k *Knowledge) {
+	b, err := json.Marshal(k)
+	if err == nil {
+		im.KeepData(keptName, b)
+	}
 }
 
 type recoverer struct {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
+	"github.com/ompd-inspect/ompd-inspect/target/sectioncache"
 )
 
 // wantSymbols are the names every Debian libomp must give.
@@ -271,4 +273,76 @@ func TestRecoverOMPDBuild(t *testing.T) {
 		t.Errorf("%d layout variables checked; want 145", checked)
 	}
 	checkLive(t, k, orig, fixture.StartOptions{})
+}
+
+// keptCounter is a section cache that counts the reads of what Recover
+// keeps.
+type keptCounter struct {
+	c    *sectioncache.Cache
+	hits int
+}
+
+func (kc *keptCounter) Get(k sectioncache.Key, size uint64) []byte {
+	b := kc.c.Get(k, size)
+	if b != nil && strings.HasSuffix(k.Section, keptName) {
+		kc.hits++
+	}
+	return b
+}
+
+func (kc *keptCounter) Put(k sectioncache.Key, data []byte) error { return kc.c.Put(k, data) }
+
+// TestRecoverKept: what Recover found in Debian's libomp 19 is kept with
+// the image's section cache, and a later image of the same file gets the
+// same knowledge from there; a kept entry that is damaged, cut or names
+// another build-id is recovered again.
+func TestRecoverKept(t *testing.T) {
+	lib := fixture.StockLibomp(19)
+	c, err := sectioncache.Open(filepath.Join(t.TempDir(), "cache"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func() (*elf.Image, *keptCounter) {
+		kc := &keptCounter{c: c}
+		im, err := elf.OpenWith(lib, elf.OpenOptions{Sections: kc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { im.Close() })
+		return im, kc
+	}
+	recover := func(im *elf.Image) *Knowledge {
+		k, err := Recover(im)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	im1, first := open()
+	want := recover(im1)
+	if first.hits != 0 || len(want.Layout) != 145 || want.Symbols["__kmp_threads"] == 0 {
+		t.Fatalf("first run: %d kept entries read, %d layout values, __kmp_threads at %#x; want none read, 145, an address", first.hits, len(want.Layout), want.Symbols["__kmp_threads"])
+	}
+	im2, second := open()
+	if got := recover(im2); second.hits != 1 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("second run: %d kept entries read; knowledge equal: %v", second.hits, reflect.DeepEqual(got, want))
+	}
+	good := im2.KeptData(keptName)
+	for what, bad := range map[string][]byte{
+		"cut":             good[:len(good)/2],
+		"another file":    bytes.Replace(good, []byte(want.BuildID), []byte(strings.Repeat("0", len(want.BuildID))), 1),
+		"no layout":       []byte(`{"BuildID":"` + want.BuildID + `","Symbols":{},"Layout":{}}`),
+		"unknown field":   append([]byte(`{"Extra":1,`), good[1:]...),
+		"two values":      append(slices.Clone(good), good...),
+		"not JSON at all": []byte("\x00\x01"),
+	} {
+		im2.KeepData(keptName, bad)
+		im, _ := open()
+		if got := recover(im); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: recovered %+v, want the first run's knowledge", what, got)
+		}
+		if kept := im.KeptData(keptName); !bytes.Equal(kept, good) {
+			t.Errorf("%s: the entry was not kept again", what)
+		}
+	}
 }
