@@ -17,6 +17,9 @@ type layout struct {
 	hint string
 	mu   sync.Mutex
 	vals map[layoutKey]uint64
+	// fields are the offsets and sizes of fields read (fieldAt): one
+	// lookup for a field read, where there would be two of vals.
+	fields map[[2]string][2]uint64
 }
 
 // layoutKey names a layout symbol by its parts: a key is built for every
@@ -35,7 +38,7 @@ func (k layoutKey) name() string {
 }
 
 func newLayout(cb ompd.Callbacks, hint string) *layout {
-	return &layout{cb: cb, hint: hint, vals: make(map[layoutKey]uint64)}
+	return &layout{cb: cb, hint: hint, vals: make(map[layoutKey]uint64), fields: make(map[[2]string][2]uint64)}
 }
 
 // value returns the 64-bit value stored at the symbol k names.
@@ -75,6 +78,27 @@ func (l *layout) offset(typ, field string) (uint64, error) {
 // fieldSize is the size of field in typ (ompd_sizeof__typ__field).
 func (l *layout) fieldSize(typ, field string) (uint64, error) {
 	return l.value(layoutKey{"ompd_sizeof__", typ, field})
+}
+
+// offsetSize is the offset and the size of field in typ.
+func (l *layout) offsetSize(typ, field string) (off, size uint64, err error) {
+	k := [2]string{typ, field}
+	l.mu.Lock()
+	v, ok := l.fields[k]
+	l.mu.Unlock()
+	if ok {
+		return v[0], v[1], nil
+	}
+	if off, err = l.offset(typ, field); err != nil {
+		return 0, 0, err
+	}
+	if size, err = l.fieldSize(typ, field); err != nil {
+		return 0, 0, err
+	}
+	l.mu.Lock()
+	l.fields[k] = [2]uint64{off, size}
+	l.mu.Unlock()
+	return off, size, nil
 }
 
 // mask is the bit mask of bitfield field in typ (ompd_bitfield__typ__field).
@@ -126,15 +150,11 @@ func (m *memory) field(base ompd.Address, typ, field string) (ompd.Address, erro
 
 // fieldAt returns the address and size of field in the typ object at base.
 func (m *memory) fieldAt(base ompd.Address, typ, field string) (ompd.Address, uint64, error) {
-	addr, err := m.field(base, typ, field)
+	off, size, err := m.lay.offsetSize(typ, field)
 	if err != nil {
 		return 0, 0, err
 	}
-	size, err := m.lay.fieldSize(typ, field)
-	if err != nil {
-		return 0, 0, err
-	}
-	return addr, size, nil
+	return base + off, size, nil
 }
 
 // readField reads field (of its own size) of the typ object at base as an
