@@ -106,7 +106,7 @@ const keptPrefix = ".ompdi_kept_"
 // are to be checked as any input is.
 func (im *Image) KeptData(name string) []byte {
 	key, ok := im.cacheKey(keptPrefix+name, 0, 0)
-	if !ok || im.sections == nil {
+	if !ok || im.sections == nil || !keptName(name) {
 		return nil
 	}
 	var out []byte
@@ -124,8 +124,22 @@ func (im *Image) KeptData(name string) []byte {
 // that time.
 func (im *Image) KeepData(name string, b []byte) {
 	key, ok := im.cacheKey(keptPrefix+name, 0, 0)
-	if !ok || im.sections == nil {
+	if !ok || im.sections == nil || !keptName(name) {
 		return
 	}
 	_ = im.sections.Put(key, b)
+}
+
+// keptName reports whether name is one KeepData keeps under: 1 to 40
+// lowercase letters, digits and '_'.
+func keptName(name string) bool {
+	if name == "" || len(name) > 40 {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

@@ -266,6 +266,8 @@ type budget struct {
 // linker discarded (whose line tables and ranges start at 0 or at a
 // tombstone address).
 func (im *Image) openUnits(src *Image) (*dwarfData, error) {
+	// First: it sets the size of a .zdebug_info, read below.
+	infoSize := src.debugInfoSize()
 	for _, s := range src.ef.Sections {
 		if !strings.HasPrefix(s.Name, ".debug_") && !strings.HasPrefix(s.Name, ".zdebug_") {
 			continue
@@ -297,7 +299,7 @@ func (im *Image) openUnits(src *Image) (*dwarfData, error) {
 		src:      src,
 		path:     src.Path,
 		line:     line,
-		infoSize: src.debugInfoSize(),
+		infoSize: infoSize,
 		files:    map[int]unitFiles{},
 		valid: func(addr uint64) bool {
 			if !hasExec {
@@ -743,15 +745,20 @@ func (w *walker) foreign(off dwarf.Offset) *subInfo {
 // reader that returns more entries is stuck: debug/dwarf's Reader.Next
 // returns null entries forever, without advancing, at a LEB128 number
 // that the end of a unit cuts off (golang/go#79586).
+//
+// It is found once: opening a .zdebug section sets its uncompressed size,
+// which other readers of the section then see.
 func (im *Image) debugInfoSize() uint64 {
-	for _, s := range im.ef.Sections {
-		if (s.Name == ".debug_info" || s.Name == ".zdebug_info") && s.Type != elf.SHT_NOBITS {
-			// Open sets the uncompressed size of a .zdebug section.
-			guard(func() error { s.Open(); return nil })
-			return s.Size
+	im.infoOnce.Do(func() {
+		for _, s := range im.ef.Sections {
+			if (s.Name == ".debug_info" || s.Name == ".zdebug_info") && s.Type != elf.SHT_NOBITS {
+				guard(func() error { s.Open(); return nil })
+				im.infoSize = s.Size
+				return
+			}
 		}
-	}
-	return 0
+	})
+	return im.infoSize
 }
 
 // lineSection is the contents of a .debug_line section and the byte

@@ -113,6 +113,11 @@ type Image struct {
 	dwFile string
 	dwErr  error
 
+	// infoSize is the uncompressed size of .debug_info (debugInfoSize),
+	// found once: finding it sets the size of a .zdebug section.
+	infoOnce sync.Once
+	infoSize uint64
+
 	derivedMu sync.Mutex
 	derived   map[any]*derivedValue // Derived's values, by key
 }

@@ -367,10 +367,12 @@ func (im *Image) AddSymbols(add []Sym) {
 	for _, f := range old.syms {
 		funcs = append(funcs, symEntry{Sym: f})
 	}
+	added := make(map[string]bool, len(add))
 	for _, a := range add {
-		if _, ok := old.byName(a.Name); ok {
-			continue
+		if _, ok := old.byName(a.Name); ok || added[a.Name] {
+			continue // the file's, or the first of this name
 		}
+		added[a.Name] = true
 		e := symEntry{Sym: a, local: true}
 		names = append(names, e)
 		switch {
@@ -380,8 +382,6 @@ func (im *Image) AddSymbols(add []Sym) {
 			idx.objs = append(idx.objs, a)
 		}
 	}
-	// The old names come first: of the same name added twice, the first
-	// is kept.
 	idx.names = uniqueNames(names)
 	idx.syms, idx.funcs = im.funcSpans(funcs)
 	sortObjects(idx.objs)

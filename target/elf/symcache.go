@@ -13,7 +13,9 @@ import (
 // stopped.
 
 // symbolsSection names the section cache's entry of an image's symbol
-// index.
+// index. Its number changes with what an index holds (readSymbols'
+// choice of symbols, the format): an entry of another version is then
+// not read.
 const symbolsSection = ".ompdi_symbols1"
 
 // symbolsKey is the section cache's key of the image's symbol index.
@@ -44,12 +46,16 @@ func (im *Image) loadSymbols() *symIndex {
 	if !ok {
 		return nil
 	}
+	b := im.sections.Get(key, sectioncache.AnySize)
+	if b == nil {
+		return nil
+	}
+	// Found before the entry is read: it may read files of its own.
+	src, hasSrc := im.symbolSource()
 	var idx *symIndex
-	loadCached(im.sections, key, func(b []byte) bool {
-		src, hasSrc := im.symbolSource()
-		idx = decodeSymbols(b, src, hasSrc)
-		return idx != nil
-	})
+	if guard(func() error { idx = decodeSymbols(b, src, hasSrc); return nil }) != nil {
+		return nil // a mapped entry that faults is no entry
+	}
 	return idx
 }
 
@@ -62,6 +68,10 @@ func (im *Image) storeSymbols(idx *symIndex) {
 	src, hasSrc := im.symbolSource()
 	_ = im.sections.Put(key, encodeSymbols(idx, src, hasSrc)) // a cache that cannot be written only costs time
 }
+
+// maxPresized bounds the items a decoder makes room for before reading
+// them.
+const maxPresized = 4096
 
 // Symbol flags in the cache.
 const (
@@ -153,17 +163,19 @@ func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
 		}
 	}
 	// Every item below takes at least one byte: a count that exceeds
-	// the bytes left is refused before anything is allocated for it.
+	// the bytes left is refused. The slices grow as items are read, so
+	// that a count is never trusted for more memory than the items read
+	// take (an item in memory is several times its bytes here).
 	n := r.count()
 	blob := r.str()
 	if r.bad {
 		return nil
 	}
-	idx := &symIndex{names: make([]symEntry, n)}
+	idx := &symIndex{names: make([]symEntry, 0, min(n, maxPresized))}
 	off := uint64(0)
-	for i := range idx.names {
+	for i := range n {
 		l := r.uint()
-		if l > uint64(len(blob))-off {
+		if r.bad || l > uint64(len(blob))-off {
 			return nil
 		}
 		name := blob[off : off+l]
@@ -171,17 +183,19 @@ func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
 		if i > 0 && name <= idx.names[i-1].Name {
 			return nil
 		}
-		idx.names[i] = symEntry{Sym: Sym{Name: name, Value: r.uint(), Size: r.uint()}}
-		if !setSymFlags(&idx.names[i], r.uint()) {
+		e := symEntry{Sym: Sym{Name: name, Value: r.uint(), Size: r.uint()}}
+		if !setSymFlags(&e, r.uint()) {
 			return nil
 		}
+		idx.names = append(idx.names, e)
 	}
 	if off != uint64(len(blob)) {
 		return nil
 	}
 	syms := func() []Sym {
-		out := make([]Sym, r.count())
-		for i := range out {
+		n := r.count()
+		out := make([]Sym, 0, min(n, maxPresized))
+		for range n {
 			at := r.uint()
 			if r.bad || at >= uint64(len(idx.names)) {
 				r.bad = true
@@ -192,18 +206,19 @@ func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
 				r.bad = true
 				return nil
 			}
-			out[i] = e.Sym
+			out = append(out, e.Sym)
 		}
 		return out
 	}
 	idx.syms = syms()
-	idx.funcs = make([]span, r.count())
-	for i := range idx.funcs {
+	nspans := r.count()
+	idx.funcs = make([]span, 0, min(nspans, maxPresized))
+	for i := range nspans {
 		lo, size, id := r.uint(), r.uint(), r.uint()
 		if r.bad || size == 0 || lo+size < lo || id >= uint64(len(idx.syms)) || (i > 0 && lo < idx.funcs[i-1].hi) {
 			return nil
 		}
-		idx.funcs[i] = span{lo: lo, hi: lo + size, id: int(id)}
+		idx.funcs = append(idx.funcs, span{lo: lo, hi: lo + size, id: int(id)})
 	}
 	idx.objs = syms()
 	for i := 1; i < len(idx.objs); i++ {

@@ -1,6 +1,7 @@
 package elf
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -142,12 +143,14 @@ func TestDecodeSymbols(t *testing.T) {
 			t.Errorf("cut at %d of %d bytes: decoded", i, len(b))
 		}
 	}
-	for what, bad := range map[string][]byte{
-		"bytes left over": append(slices.Clone(b), 0),
-		"huge count":      {0, 0xff, 0xff, 0xff, 0x7f},
-	} {
-		if got := decodeSymbols(bad, src, true); got != nil {
-			t.Errorf("%s: decoded %+v", what, got)
+	if got := decodeSymbols(append(slices.Clone(b), 0), src, true); got != nil {
+		t.Errorf("bytes left over: decoded %+v", got)
+	}
+	// No debug file (flag 0), then a count of names far beyond the bytes,
+	// then one within them but beyond the names that follow.
+	for _, bad := range [][]byte{{0, 0xff, 0xff, 0xff, 0x7f}, {0, 3, 1, 'a', 1, 0, 0, 0}} {
+		if got := decodeSymbols(bad, fileIdentity{}, false); got != nil {
+			t.Errorf("%v: decoded %+v", bad, got)
 		}
 	}
 	if got := decodeSymbols(b, fileIdentity{1, 2, 3, 4, 6}, true); got != nil {
@@ -155,6 +158,29 @@ func TestDecodeSymbols(t *testing.T) {
 	}
 	if got := decodeSymbols(b, fileIdentity{}, false); got != nil {
 		t.Error("no debug file now: decoded")
+	}
+	// Damage anywhere: never a panic, and what decodes keeps the orders
+	// and ranges the lookups rely on.
+	rng := rand.New(rand.NewPCG(3, 9))
+	for range 5000 {
+		d := slices.Clone(b)
+		for range 1 + rng.IntN(3) {
+			d[rng.IntN(len(d))] = byte(rng.IntN(256))
+		}
+		got := decodeSymbols(d[:rng.IntN(len(d)+1)], src, true)
+		if got == nil {
+			continue
+		}
+		for i := range got.names {
+			if i > 0 && got.names[i].Name <= got.names[i-1].Name {
+				t.Fatalf("%x: names out of order", d)
+			}
+		}
+		for i, sp := range got.funcs {
+			if sp.lo >= sp.hi || sp.id < 0 || sp.id >= len(got.syms) || (i > 0 && sp.lo < got.funcs[i-1].hi) {
+				t.Fatalf("%x: span %d %+v out of order or range", d, i, sp)
+			}
+		}
 	}
 	broken := map[string]func(*symIndex){
 		"names out of order": func(x *symIndex) { x.names[0], x.names[1] = x.names[1], x.names[0] },
@@ -209,5 +235,61 @@ func TestKeptData(t *testing.T) {
 	}
 	if b := openWith(t, prog, OpenOptions{Sections: c}).KeptData("derived_1"); b != nil {
 		t.Errorf("the file changed: %q", b)
+	}
+}
+
+// TestAddSymbols: symbols added to a stripped library's index are found
+// by name and by address as the file's own would be; a name the file
+// defines keeps the file's symbol, a name added twice its first symbol,
+// and the file's data symbols stay.
+func TestAddSymbols(t *testing.T) {
+	dir := t.TempDir()
+	full := compile(t, "gcc", dir, "prog", "-shared", "-fPIC")
+	stripped := filepath.Join(dir, "stripped")
+	run(t, "objcopy", "--strip-all", full, stripped)
+	im := openWith(t, stripped, OpenOptions{})
+	addOne, ok := im.Symbol("add_one")
+	if !ok {
+		t.Fatal("add_one not in .dynsym")
+	}
+	zeroed, ok := im.Symbol("zeroed")
+	if !ok || zeroed.Size != 64 {
+		t.Fatalf("zeroed = %+v, %v; want 64 bytes from .dynsym", zeroed, ok)
+	}
+	if _, ok := im.Symbol("helper"); ok {
+		t.Fatal("helper found in a file stripped of its .symtab")
+	}
+	// helper as recovered: placed before add_one (gcc emits it first).
+	helper := Sym{Name: "helper", Value: addOne.Value - 0x20, Size: 0x10, Func: true}
+	im.AddSymbols([]Sym{
+		helper,
+		{Name: "helper", Value: addOne.Value - 0x40, Size: 8, Func: true}, // the same name again
+		{Name: "add_one", Value: addOne.Value + 4, Size: 2, Func: true},   // a name the file defines
+		{Name: "recovered_table", Value: zeroed.Value + 0x1000, Size: 32}, // sized data
+		{Name: "recovered_unsized", Value: zeroed.Value + 0x2000},         // no size: no data range
+	})
+	if s, ok := im.Symbol("helper"); !ok || s != helper {
+		t.Errorf("Symbol(helper) = %+v, %v; want the first added, %+v", s, ok, helper)
+	}
+	if s, ok := im.SymbolAt(helper.Value + 4); !ok || s != helper {
+		t.Errorf("SymbolAt(helper+4) = %+v, %v; want helper", s, ok)
+	}
+	if s, ok := im.SymbolAt(addOne.Value - 0x40 + 4); ok && s.Name == "helper" {
+		t.Errorf("SymbolAt(second helper+4) = %+v; the second helper was added", s)
+	}
+	if s, ok := im.Symbol("add_one"); !ok || s != addOne {
+		t.Errorf("Symbol(add_one) = %+v, %v; want the file's %+v", s, ok, addOne)
+	}
+	if s, ok := im.SymbolAt(addOne.Value + 5); !ok || s.Name != "add_one" || s.Value != addOne.Value {
+		t.Errorf("SymbolAt(add_one+5) = %+v, %v; want the file's add_one", s, ok)
+	}
+	if s, ok := im.DataSymbolAt(zeroed.Value + 63); !ok || s != zeroed {
+		t.Errorf("DataSymbolAt(end of zeroed) = %+v, %v; want the file's zeroed", s, ok)
+	}
+	if s, ok := im.DataSymbolAt(zeroed.Value + 0x1000 + 31); !ok || s.Name != "recovered_table" {
+		t.Errorf("DataSymbolAt(end of recovered_table) = %+v, %v; want it", s, ok)
+	}
+	if s, ok := im.DataSymbolAt(zeroed.Value + 0x2000); ok {
+		t.Errorf("DataSymbolAt(recovered_unsized) = %+v; an unsized symbol has no range", s)
 	}
 }

@@ -126,6 +126,28 @@ func TestTypeNamesCache(t *testing.T) {
 	if err := im2.Close(); err != nil || !slices.Equal(second.puts, []string{typeLayoutsSection}) {
 		t.Errorf("second Close: %v, stored %v; want the layouts stored again", err, second.puts)
 	}
+
+	// Names kept but no layouts (a run that asked for none): ScanAll,
+	// run before a target is stopped, opens the DWARF the lookups will
+	// read.
+	c2, err := sectioncache.Open(filepath.Join(dir, "cache2"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		im := openWith(t, prog, OpenOptions{Sections: c2})
+		ti, err := im.Types()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ti.ScanAll()
+		if ti.dd == nil {
+			t.Errorf("run %d: ScanAll left the DWARF closed, with no layouts kept", run)
+		}
+		if err := im.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // TestDecodeTypeLayouts: layouts round-trip, and damaged ones are

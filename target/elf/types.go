@@ -60,7 +60,7 @@ const MaxTypeEntries = 50_000_000
 func NewTypeIndex(im *Image) (*TypeIndex, error) {
 	src, err := im.dwarfSource()
 	if err != nil {
-		return nil, fmt.Errorf("%s has no DWARF type information: %w", im.Path, err)
+		return nil, fmt.Errorf("no DWARF type information: %w", err) // err names the file
 	}
 	ti := &TypeIndex{path: src.Path, im: im, names: make(map[string]dwarf.Offset), cache: make(map[string]dwarf.Type), infoSize: src.debugInfoSize()}
 	if key, keyed := typeNamesKey(src); keyed && im.sections != nil {
@@ -98,7 +98,7 @@ func (ti *TypeIndex) open() error {
 	}
 	dd := ti.im.openDWARF()
 	if dd == nil {
-		return fmt.Errorf("%s has no DWARF type information: %w", ti.im.Path, ti.im.dwErr)
+		return fmt.Errorf("no DWARF type information: %w", ti.im.dwErr) // it names the file
 	}
 	ti.dd = dd
 	return nil
@@ -179,13 +179,20 @@ func (im *Image) Types() (*TypeIndex, error) {
 
 // ScanAll reads the top-level entries of every unit not read yet, so that
 // later lookups read none: it lets a caller do that work before a target
-// is stopped. What stops the reading is what lookups then report.
+// is stopped. What stops the reading is what lookups then report. When
+// no layouts were kept by an earlier run, it opens the DWARF too, which
+// the lookups will read them from.
 //
 // The names found are kept in the image's section cache, when it has one:
 // the type index of the same file in a later run reads them from there.
+// A later run that asks for a type no earlier run asked about opens the
+// DWARF then.
 func (ti *TypeIndex) ScanAll() {
 	ti.mu.Lock()
 	defer ti.mu.Unlock()
+	if ti.layouts == nil {
+		_ = ti.open() // the lookups report what fails
+	}
 	for ti.scanErr == nil && ti.next < len(ti.units) {
 		ti.scanUnit()
 	}
