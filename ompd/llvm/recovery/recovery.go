@@ -21,11 +21,14 @@ package recovery
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"embed"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"slices"
 	"sort"
 	"strconv"
@@ -109,35 +112,78 @@ func Recover(im *elf.Image) (k *Knowledge, err error) {
 // time spent preparing a process that runs a stripped runtime.
 const keptName = "llvm_recovery1"
 
-// kept returns the knowledge an earlier run recovered from the same file,
-// nil when none is kept, or when what is kept does not read whole, names
-// another build-id or has no layout.
+// recoveryCode is the version of what Recover finds from the same file
+// and name lists: it changes with the code, and what was kept by another
+// version is not used.
+const recoveryCode = 1
+
+// keptKnowledge is what Recover keeps: the knowledge, and the version of
+// the recovery that found it.
+type keptKnowledge struct {
+	Version   string
+	Knowledge *Knowledge
+}
+
+// recoveryVersion names the version of the recovery (recoveryCode) and of
+// the layout name lists it matched against.
+func recoveryVersion() string {
+	h := sha256.New()
+	files, _ := fs.Glob(namesFS, "names/*.txt") // sorted
+	for _, f := range files {
+		b, _ := namesFS.ReadFile(f)
+		fmt.Fprintf(h, "%s %d\n", f, len(b))
+		h.Write(b)
+	}
+	return fmt.Sprintf("%d-%x", recoveryCode, h.Sum(nil)[:8])
+}
+
+// kept returns the knowledge an earlier run of this version recovered
+// from the same file, nil when none is kept, or when what is kept does
+// not read whole and alone, names another build-id, has no layout, or
+// names a layout variable or an address the file cannot have.
 func kept(im *elf.Image) *Knowledge {
 	b := im.KeptData(keptName)
 	if b == nil {
 		return nil
 	}
-	var k Knowledge
+	var kk keptKnowledge
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if dec.Decode(&k) != nil || dec.More() || k.BuildID != im.BuildID() || len(k.Layout) == 0 {
+	if dec.Decode(&kk) != nil {
 		return nil
 	}
-	k.Release = knownReleases[k.BuildID].name
-	for _, m := range []map[string]uint64{k.Symbols, k.Layout} {
-		if m == nil {
+	if _, err := dec.Token(); err != io.EOF {
+		return nil // something follows the value
+	}
+	k := kk.Knowledge
+	if kk.Version != recoveryVersion() || k == nil || k.BuildID != im.BuildID() || len(k.Layout) == 0 || k.Symbols == nil {
+		return nil
+	}
+	for name := range k.Layout {
+		if !strings.HasPrefix(name, "ompd_sizeof__") && !strings.HasPrefix(name, "ompd_access__") && !strings.HasPrefix(name, "ompd_bitfield__") {
 			return nil
 		}
 	}
+	for _, addr := range k.Symbols {
+		if _, _, ok := im.SectionAt(addr); !ok {
+			return nil
+		}
+	}
+	for name := range k.Evidence {
+		if _, ok := k.Symbols[name]; !ok {
+			return nil
+		}
+	}
+	k.Release = knownReleases[k.BuildID].name
 	if k.Evidence == nil {
 		k.Evidence = map[string]string{}
 	}
-	return &k
+	return k
 }
 
 // keep keeps k for later runs.
 func keep(im *elf.Image, k *Knowledge) {
-	b, err := json.Marshal(k)
+	b, err := json.Marshal(keptKnowledge{Version: recoveryVersion(), Knowledge: k})
 	if err == nil {
 		im.KeepData(keptName, b)
 	}

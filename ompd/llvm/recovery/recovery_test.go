@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -278,8 +279,8 @@ func TestRecoverOMPDBuild(t *testing.T) {
 // keptCounter is a section cache that counts the reads of what Recover
 // keeps.
 type keptCounter struct {
-	c    *sectioncache.Cache
-	hits int
+	c          *sectioncache.Cache
+	hits, puts int
 }
 
 func (kc *keptCounter) Get(k sectioncache.Key, size uint64) []byte {
@@ -290,7 +291,12 @@ func (kc *keptCounter) Get(k sectioncache.Key, size uint64) []byte {
 	return b
 }
 
-func (kc *keptCounter) Put(k sectioncache.Key, data []byte) error { return kc.c.Put(k, data) }
+func (kc *keptCounter) Put(k sectioncache.Key, data []byte) error {
+	if strings.HasSuffix(k.Section, keptName) {
+		kc.puts++
+	}
+	return kc.c.Put(k, data)
+}
 
 // TestRecoverKept: what Recover found in Debian's libomp 19 is kept with
 // the image's section cache, and a later image of the same file gets the
@@ -320,29 +326,48 @@ func TestRecoverKept(t *testing.T) {
 	}
 	im1, first := open()
 	want := recover(im1)
-	if first.hits != 0 || len(want.Layout) != 145 || want.Symbols["__kmp_threads"] == 0 {
-		t.Fatalf("first run: %d kept entries read, %d layout values, __kmp_threads at %#x; want none read, 145, an address", first.hits, len(want.Layout), want.Symbols["__kmp_threads"])
+	if first.hits != 0 || first.puts != 1 || len(want.Layout) != 145 || want.Symbols["__kmp_threads"] == 0 {
+		t.Fatalf("first run: %d kept entries read, %d kept, %d layout values, __kmp_threads at %#x; want none read, one kept, 145, an address",
+			first.hits, first.puts, len(want.Layout), want.Symbols["__kmp_threads"])
 	}
 	im2, second := open()
-	if got := recover(im2); second.hits != 1 || !reflect.DeepEqual(got, want) {
-		t.Fatalf("second run: %d kept entries read; knowledge equal: %v", second.hits, reflect.DeepEqual(got, want))
+	if got := recover(im2); second.hits != 1 || second.puts != 0 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("second run: %d kept entries read, %d kept; knowledge equal: %v; want it read and used", second.hits, second.puts, reflect.DeepEqual(got, want))
 	}
 	good := im2.KeptData(keptName)
+	// tampered is the kept entry with one change to what it says.
+	tampered := func(change func(k *Knowledge, kk *keptKnowledge)) []byte {
+		var c keptKnowledge
+		if err := json.Unmarshal(good, &c); err != nil {
+			t.Fatal(err)
+		}
+		change(c.Knowledge, &c)
+		b, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
 	for what, bad := range map[string][]byte{
-		"cut":             good[:len(good)/2],
-		"another file":    bytes.Replace(good, []byte(want.BuildID), []byte(strings.Repeat("0", len(want.BuildID))), 1),
-		"no layout":       []byte(`{"BuildID":"` + want.BuildID + `","Symbols":{},"Layout":{}}`),
-		"unknown field":   append([]byte(`{"Extra":1,`), good[1:]...),
-		"two values":      append(slices.Clone(good), good...),
-		"not JSON at all": []byte("\x00\x01"),
+		"cut":              good[:len(good)/2],
+		"another file":     bytes.Replace(good, []byte(want.BuildID), []byte(strings.Repeat("0", len(want.BuildID))), 1),
+		"no layout":        tampered(func(k *Knowledge, _ *keptKnowledge) { k.Layout = map[string]uint64{} }),
+		"unknown field":    append([]byte(`{"Extra":1,`), good[1:]...),
+		"two values":       append(slices.Clone(good), good...),
+		"a bracket after":  append(slices.Clone(good), ']'),
+		"not JSON at all":  []byte("\x00\x01"),
+		"another version":  tampered(func(_ *Knowledge, kk *keptKnowledge) { kk.Version = "0-" + kk.Version }),
+		"not a layout var": tampered(func(k *Knowledge, _ *keptKnowledge) { k.Layout["__kmp_threads"] = 8 }),
+		"address outside":  tampered(func(k *Knowledge, _ *keptKnowledge) { k.Symbols["__kmp_threads"] = 1 << 60 }),
+		"stray evidence":   tampered(func(k *Knowledge, _ *keptKnowledge) { k.Evidence["nothing"] = "made up" }),
 	} {
 		im2.KeepData(keptName, bad)
-		im, _ := open()
-		if got := recover(im); !reflect.DeepEqual(got, want) {
-			t.Errorf("%s: recovered %+v, want the first run's knowledge", what, got)
+		im, kc := open()
+		if got := recover(im); !reflect.DeepEqual(got, want) || kc.puts != 1 {
+			t.Errorf("%s: recovered the first run's knowledge: %v, kept again %d times; want it recovered again and kept", what, reflect.DeepEqual(got, want), kc.puts)
 		}
 		if kept := im.KeptData(keptName); !bytes.Equal(kept, good) {
-			t.Errorf("%s: the entry was not kept again", what)
+			t.Errorf("%s: the entry kept is not the first run's", what)
 		}
 	}
 }
