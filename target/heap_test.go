@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,51 +14,47 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestReadyHeap: in a fresh process, 8 MiB of small objects allocated
-// and written after ReadyHeap(16 MiB) take their pages from the memory it
-// readied; without it they fault about once a page. The counts come from
-// the kernel (minor faults), in child processes whose heap nothing else
-// used.
+// TestReadyHeap: in a fresh process, ReadyHeap(16 MiB) leaves the Go heap
+// with 16 MiB more of free memory that is backed (the runtime counts it
+// free and not released, and the process's resident set grew by as
+// much), which what is allocated next takes without page faults; without
+// it the heap has next to none. The figures come from the runtime's
+// metrics and the kernel (VmRSS), in child processes whose heap nothing
+// else used.
 func TestReadyHeap(t *testing.T) {
 	probe := make([]byte, 2*PageSize)
 	if err := unix.Madvise(alignedPage(probe), madvPopulateWrite); err != nil {
 		t.Skipf("the kernel cannot populate a range (MADV_POPULATE_WRITE): %v", err)
 	}
-	faults := func(ready bool) int {
+	measure := func(ready bool) (free, resident int64) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestReadyHeapChild$")
 		cmd.Env = append(os.Environ(), "READY_HEAP_CHILD="+strconv.FormatBool(ready))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("child: %v\n%s", err, out)
 		}
-		var n int
 		for _, l := range strings.Split(string(out), "\n") {
-			if v, ok := strings.CutPrefix(l, "faults "); ok {
-				n, err = strconv.Atoi(v)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return n
+			if _, err := fmt.Sscanf(l, "free %d resident %d", &free, &resident); err == nil {
+				return free, resident
 			}
 		}
-		t.Fatalf("child printed no count:\n%s", out)
-		return 0
+		t.Fatalf("child printed no figures:\n%s", out)
+		return 0, 0
 	}
-	// The runtime's own structures fault too (and, under the race
-	// detector, its shadow memory: thousands more), in both children:
-	// what ReadyHeap saves is the difference.
-	const pages = 8 << 20 / PageSize
-	without, with := faults(false), faults(true)
-	if without-with < pages*3/4 {
-		t.Errorf("%d faults without ReadyHeap, %d with it, for %d pages of objects; want it to save at least %d", without, with, pages, pages*3/4)
+	const n = 16 << 20
+	if free, resident := measure(true); free < n*15/16 || resident < n*15/16 {
+		t.Errorf("after ReadyHeap(%d): %d bytes of the heap free and backed, resident set grown by %d; want at least %d of each", n, free, resident, n*15/16)
+	}
+	if free, _ := measure(false); free >= n/2 {
+		t.Errorf("without ReadyHeap: %d bytes free and backed; the measure cannot tell", free)
 	}
 }
 
 // TestReadyHeapChild is TestReadyHeap's child: it keeps 24 MiB alive (as
 // ompd-inspect keeps its memory cache: the collector's goal is then above
-// what ReadyHeap frees, and nothing returns it to the system), readies
-// 16 MiB or not, then counts the faults of allocating and writing 8 MiB
-// of 4 KiB objects.
+// what ReadyHeap frees, so nothing returns it to the system), readies
+// 16 MiB or not, and prints how much of the heap is free and backed and
+// how much the resident set grew.
 func TestReadyHeapChild(t *testing.T) {
 	ready, err := strconv.ParseBool(os.Getenv("READY_HEAP_CHILD"))
 	if err != nil {
@@ -64,20 +62,14 @@ func TestReadyHeapChild(t *testing.T) {
 	}
 	live := make([]byte, 24<<20)
 	populate(alignedPage(live))
+	before := residentBytes(t)
 	if ready {
 		ReadyHeap(16 << 20)
 	}
-	before := minorFaults(t)
-	objs := make([][]byte, 0, 8<<20/4096)
-	for range cap(objs) {
-		b := make([]byte, 4096)
-		b[0] = 1
-		objs = append(objs, b)
-	}
-	fmt.Printf("faults %d\n", minorFaults(t)-before)
-	if len(objs) == 0 || len(live) == 0 {
-		t.Fatal("nothing allocated")
-	}
+	free := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+	metrics.Read(free)
+	fmt.Printf("free %d resident %d\n", free[0].Value.Uint64(), residentBytes(t)-before)
+	runtime.KeepAlive(live)
 }
 
 // alignedPage returns the page-aligned part of b.
@@ -89,10 +81,21 @@ func alignedPage(b []byte) []byte {
 	return b[off : off+(len(b)-off)&^(PageSize-1)]
 }
 
-func minorFaults(t *testing.T) int {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+// residentBytes is the process's resident set (VmRSS).
+func residentBytes(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return int(ru.Minflt)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS in /proc/self/status")
+	return 0
 }

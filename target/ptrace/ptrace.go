@@ -69,8 +69,8 @@ type Options struct {
 
 	// HeapPerThread, when positive, is how many bytes of Go heap per
 	// thread Attach readies while the process still runs
-	// (target.ReadyHeap), for what the caller allocates while it is
-	// stopped.
+	// (target.ReadyHeap, which readies nothing under MinReadyHeap), for
+	// what the caller allocates while it is stopped.
 	HeapPerThread int
 
 	// afterSeize, when set (by tests), runs on the tracing thread after a
