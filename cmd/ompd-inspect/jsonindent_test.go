@@ -50,6 +50,7 @@ func TestWriteJSON(t *testing.T) {
 		nil, 0, -1.5, true, false, "x", []int{}, []int(nil), map[string]int{}, struct{}{},
 		int8(-128), int16(-32768), int32(-1 << 31), int64(-1 << 63), uint8(255), uint16(65535), uint32(1<<32 - 1), uint64(1<<64 - 1), uintptr(7),
 		name("<named>"), []name{"a", "\u2028"}, map[name]int{"k<": 1}, []bool{true, false},
+		json.Number("12"), []json.Number{"1.5e3", "-7"}, map[string]json.Number{"n": "0"},
 		[]any{[]any{}, map[string]any{}, []any{[]any{}}}, strs,
 		map[string]any{"a": []any{}, "b": map[string]any{"c": []any{1, "2", nil}}, `k"ey`: "v"},
 		[]frame{{Function: "main", Line: 3, Inlined: []string{"f", "g"}, Labels: map[string]string{"[": "]"}}, {}},

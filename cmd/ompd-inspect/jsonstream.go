@@ -51,19 +51,6 @@ type jsonStreamer struct {
 	scalar     []byte                // the text of the last scalar emitted
 }
 
-// Punctuation emitted between pieces.
-var (
-	jsonNull       = []byte("null")
-	jsonTrue       = []byte("true")
-	jsonFalse      = []byte("false")
-	jsonComma      = []byte{','}
-	jsonColon      = []byte{':'}
-	jsonOpenArray  = []byte{'['}
-	jsonCloseArray = []byte{']'}
-	jsonOpenObject = []byte{'{'}
-	jsonCloseObj   = []byte{'}'}
-)
-
 // structFields is fieldsOf's answer for one struct type.
 type structFields struct {
 	fields []jsonField
@@ -73,7 +60,7 @@ type structFields struct {
 // value emits the JSON of v.
 func (s *jsonStreamer) value(v reflect.Value) error {
 	if !v.IsValid() {
-		s.emit(jsonNull)
+		s.text("null")
 		return nil
 	}
 	switch t := v.Type(); {
@@ -83,7 +70,7 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 	case t.Kind() == reflect.Pointer && predeclaredScalar(t.Elem()):
 		// No methods either.
 		if v.IsNil() {
-			s.emit(jsonNull)
+			s.text("null")
 		} else {
 			s.scalarValue(v.Elem())
 		}
@@ -103,7 +90,7 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 	switch v.Kind() {
 	case reflect.Interface, reflect.Pointer:
 		if v.IsNil() {
-			s.emit(jsonNull)
+			s.text("null")
 			return nil
 		}
 		return s.value(v.Elem())
@@ -111,16 +98,16 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 		if v.IsNil() || v.Len() < s.split || v.Type().Elem().Kind() == reflect.Uint8 {
 			return s.wholeValue(v)
 		}
-		s.emit(jsonOpenArray)
+		s.text("[")
 		for i := range v.Len() {
 			if i > 0 {
-				s.emit(jsonComma)
+				s.text(",")
 			}
 			if err := s.value(v.Index(i)); err != nil {
 				return err
 			}
 		}
-		s.emit(jsonCloseArray)
+		s.text("]")
 		return nil
 	case reflect.Map:
 		return s.mapValue(v)
@@ -130,11 +117,23 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 	return s.wholeValue(v)
 }
 
+// text emits punctuation or a literal.
+func (s *jsonStreamer) text(t string) {
+	s.scalar = append(s.scalar[:0], t...)
+	s.emit(s.scalar)
+}
+
+// jsonNumber is json.Number, a string that json.Marshal writes bare.
+var jsonNumber = reflect.TypeFor[json.Number]()
+
 // scalarValue emits v when it is a string, an integer or a boolean, as
 // json.Marshal writes them, and reports whether it was: most of a
 // report's leaves, each a call of json.Encoder's otherwise. The caller
 // has checked that v's type has no marshaling of its own.
 func (s *jsonStreamer) scalarValue(v reflect.Value) bool {
+	if v.Type() == jsonNumber {
+		return false
+	}
 	switch v.Kind() {
 	case reflect.String:
 		s.scalar = appendJSONString(s.scalar[:0], v.String())
@@ -150,9 +149,9 @@ func (s *jsonStreamer) scalarValue(v reflect.Value) bool {
 		return true
 	case reflect.Bool:
 		if v.Bool() {
-			s.emit(jsonTrue)
+			s.text("true")
 		} else {
-			s.emit(jsonFalse)
+			s.text("false")
 		}
 		return true
 	}
@@ -221,19 +220,19 @@ func (s *jsonStreamer) mapValue(v reflect.Value) error {
 	}
 	keys := v.MapKeys()
 	slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
-	s.emit(jsonOpenObject)
+	s.text("{")
 	for i, k := range keys {
 		if i > 0 {
-			s.emit(jsonComma)
+			s.text(",")
 		}
 		s.scalar = appendJSONString(s.scalar[:0], k.String())
 		s.emit(s.scalar)
-		s.emit(jsonColon)
+		s.text(":")
 		if err := s.value(v.MapIndex(k)); err != nil {
 			return err
 		}
 	}
-	s.emit(jsonCloseObj)
+	s.text("}")
 	return nil
 }
 
@@ -257,7 +256,7 @@ func (s *jsonStreamer) structValue(v reflect.Value) error {
 	if !sf.ok {
 		return s.wholeValue(v)
 	}
-	s.emit(jsonOpenObject)
+	s.text("{")
 	first := true
 	for _, f := range fields {
 		fv := v.Field(f.index)
@@ -265,7 +264,7 @@ func (s *jsonStreamer) structValue(v reflect.Value) error {
 			continue
 		}
 		if !first {
-			s.emit(jsonComma)
+			s.text(",")
 		}
 		first = false
 		s.emit(f.key)
@@ -273,7 +272,7 @@ func (s *jsonStreamer) structValue(v reflect.Value) error {
 			return err
 		}
 	}
-	s.emit(jsonCloseObj)
+	s.text("}")
 	return nil
 }
 

@@ -240,8 +240,10 @@ func Add(rep *inspect.Report, w *Walks) {
 	}
 	// The backtraces' frames share one array, sized for every thread's
 	// frames twice (a worker's stack goes on on its encountering thread)
-	// and a few markers: appending frame by frame to a slice of each was
-	// most of the time Add took at 1024 threads.
+	// and a few markers, which a stack of several hops can outgrow (it
+	// then grows as a slice does): appending frame by frame to a slice
+	// of each was most of the time Add took at 1024 threads. The
+	// backtraces keep the array alive together.
 	size := 0
 	for _, ts := range order {
 		for _, p := range ts.frames {

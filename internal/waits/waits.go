@@ -241,7 +241,11 @@ func (a *analysis) targets(t *inspect.Thread) {
 	case bo.Holder != nil:
 		bo.WaitingFor = append(bo.WaitingFor, a.target(*bo.Holder))
 	case bo.What == string(ompd.WaitBarrier):
-		bo.WaitingFor = append(bo.WaitingFor, a.barrierTargets(bo)...)
+		for _, wt := range a.barrierTargets(bo) {
+			if wt.OSTID != t.OSTID { // never itself, whatever the report says
+				bo.WaitingFor = append(bo.WaitingFor, wt)
+			}
+		}
 	case bo.What == string(ompd.WaitTaskwait), bo.What == string(ompd.WaitTaskgroup):
 		// A taskwait waits for its task's children, the end of a
 		// taskgroup for its member tasks (when tasks name theirs).
@@ -274,7 +278,7 @@ func (a *analysis) barrierTargets(bo *inspect.BlockedOn) []inspect.WaitTarget {
 				continue
 			}
 			if ob := o.BlockedOn; ob != nil && ob.What == bo.What && ob.Object == bo.Object {
-				continue // arrived (the waiter among them)
+				continue // arrived
 			}
 			out = append(out, a.target(m))
 		}
