@@ -180,12 +180,12 @@ func Unwind(t target.Target, runtimeLib string) *Walks {
 func Add(rep *inspect.Report, w *Walks) {
 	b := &builder{
 		rep: rep, t: w.t,
-		stacks:     map[int]*threadStack{},
-		threads:    map[int]*inspect.Thread{},
-		regions:    map[string]*inspect.Region{},
-		tasks:      map[string]*inspect.Task{},
+		stacks:     make(map[int]*threadStack, len(w.threads)),
+		threads:    make(map[int]*inspect.Thread, len(rep.Threads)),
+		regions:    make(map[string]*inspect.Region, len(rep.Regions)),
+		tasks:      make(map[string]*inspect.Task, len(rep.Tasks)),
 		taskFns:    map[string][]*inspect.Task{},
-		exitFrames: map[uint64]*inspect.Task{},
+		exitFrames: make(map[uint64]*inspect.Task, len(rep.Tasks)),
 		names:      map[nameKey]phys{},
 		tails:      map[tailKey][]phys{},
 	}
@@ -698,7 +698,7 @@ func (b *builder) pcString(pc uint64) *string {
 // frames, with markers, continuing on the encountering thread of a region
 // this thread only works in.
 func (b *builder) logical(out []inspect.Frame, ts *threadStack, from, hops int, used map[string]bool) []inspect.Frame {
-	regionAt := map[int]string{}
+	regionAt := make(map[int]string, len(ts.boundaries))
 	for id, i := range ts.boundaries {
 		regionAt[i] = id
 	}
