@@ -1027,10 +1027,17 @@ func PrepareUnwind(im *elf.Image) {
 	_, _ = im.FrameEntries()
 }
 
+// smallDWARF is the size of .debug_info up to which PrepareImage indexes
+// all of an executable's DWARF before the stop (Build names the regions'
+// functions from it while the target is held): a few thousand lines of
+// C, indexed in a few milliseconds.
+const smallDWARF = 256 << 10
+
 // PrepareImage does PrepareUnwind, and opens the debug information Add
 // names frames with, for the modules nearly every OpenMP thread's stack
 // passes through: the executable (whose DWARF also names the regions'
-// functions, while the target is stopped), and the OpenMP runtime and
+// functions, while the target is stopped: a small one is indexed whole),
+// and the OpenMP runtime and
 // the C library unless the frame cache holds answers for them (a warm
 // run may not need their DWARF; Add opens it, once the target is
 // released, when a frame's answer is not kept). The other modules' are
@@ -1039,7 +1046,7 @@ func PrepareUnwind(im *elf.Image) {
 func PrepareImage(im *elf.Image) {
 	PrepareUnwind(im)
 	if _, exe := im.Symbol("main"); exe {
-		im.PrepareDWARF()
+		im.PrepareDWARFIndex(smallDWARF)
 		return
 	}
 	if im.FramesCached() {

@@ -148,6 +148,15 @@ func (im *Image) DebugInfo() (file string, err error) {
 // and decompressing of their debug sections.
 func (im *Image) PrepareDWARF() { im.openDWARF() }
 
+// PrepareDWARFIndex does PrepareDWARF, and indexes every unit as well when
+// the DWARF's .debug_info has at most maxInfo bytes: the lookups into a
+// small program's DWARF then index nothing. Problems show in lookups.
+func (im *Image) PrepareDWARFIndex(maxInfo uint64) {
+	if dd := im.openDWARF(); dd != nil && dd.infoSize <= maxInfo {
+		_ = dd.indexAll()
+	}
+}
+
 // hasDWARF reports whether the file itself carries .debug_info.
 func (im *Image) hasDWARF() bool {
 	for _, s := range im.ef.Sections {

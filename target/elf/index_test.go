@@ -83,6 +83,31 @@ func TestLookupIndexesOneUnit(t *testing.T) {
 	}
 }
 
+// TestPrepareDWARFIndex: a DWARF of at most the size given is indexed
+// whole ahead of the lookups, a larger one is only opened.
+func TestPrepareDWARFIndex(t *testing.T) {
+	path := buildTailcall(t, "gcc", t.TempDir(), "prog")
+	indexed := func(im *Image) (n, of int) {
+		for _, u := range im.openDWARF().units {
+			if u.done.Load() {
+				n++
+			}
+		}
+		return n, len(im.openDWARF().units)
+	}
+	small := openInline(t, path)
+	size := small.debugInfoSize()
+	small.PrepareDWARFIndex(size)
+	if n, of := indexed(small); of < 2 || n != of {
+		t.Errorf("PrepareDWARFIndex(%d) of %d bytes of .debug_info: %d of %d units indexed; want all", size, size, n, of)
+	}
+	large := openInline(t, path)
+	large.PrepareDWARFIndex(size - 1)
+	if n, of := indexed(large); n != 0 || of < 2 {
+		t.Errorf("PrepareDWARFIndex(%d) of %d bytes: %d of %d units indexed; want none", size-1, size, n, of)
+	}
+}
+
 // countingCache counts a SectionCache's hits and stores.
 type countingCache struct {
 	c          *sectioncache.Cache
