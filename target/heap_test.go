@@ -19,7 +19,7 @@ import (
 // free and not released, and the process's resident set grew by as
 // much), which what is allocated next takes without page faults; without
 // it the heap has next to none. The figures come from the runtime's
-// metrics and the kernel (VmRSS), in child processes whose heap nothing
+// metrics and the kernel (RssAnon), in child processes whose heap nothing
 // else used.
 func TestReadyHeap(t *testing.T) {
 	probe := make([]byte, 2*PageSize)
@@ -28,7 +28,9 @@ func TestReadyHeap(t *testing.T) {
 	}
 	measure := func(ready bool) (free, resident int64) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestReadyHeapChild$")
-		cmd.Env = append(os.Environ(), "READY_HEAP_CHILD="+strconv.FormatBool(ready))
+		// The collector's settings are the defaults whatever the
+		// caller's: a memory limit returns freed memory at once.
+		cmd.Env = append(os.Environ(), "READY_HEAP_CHILD="+strconv.FormatBool(ready), "GOGC=100", "GOMEMLIMIT=off")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("child: %v\n%s", err, out)
@@ -52,7 +54,8 @@ func TestReadyHeap(t *testing.T) {
 
 // TestReadyHeapChild is TestReadyHeap's child: it keeps 24 MiB alive (as
 // ompd-inspect keeps its memory cache: the collector's goal is then above
-// what ReadyHeap frees, so nothing returns it to the system), readies
+// what ReadyHeap frees, so that, with no memory limit, nothing returns it
+// to the system), readies
 // 16 MiB or not, and prints how much of the heap is free and backed and
 // how much the resident set grew.
 func TestReadyHeapChild(t *testing.T) {
@@ -81,14 +84,15 @@ func alignedPage(b []byte) []byte {
 	return b[off : off+(len(b)-off)&^(PageSize-1)]
 }
 
-// residentBytes is the process's resident set (VmRSS).
+// residentBytes is the anonymous part of the process's resident set
+// (RssAnon: not the pages of its files, which come and go).
 func residentBytes(t *testing.T) int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(l, "RssAnon:"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -96,6 +100,6 @@ func residentBytes(t *testing.T) int64 {
 			return kb << 10
 		}
 	}
-	t.Fatal("no VmRSS in /proc/self/status")
+	t.Fatal("no RssAnon in /proc/self/status")
 	return 0
 }

@@ -183,3 +183,26 @@ func TestCyclesOrdered(t *testing.T) {
 		t.Errorf("cycles %v, want %v", got, want)
 	}
 }
+
+// A thread listed twice (a damaged core, say), once waiting at a barrier
+// and once not: it is never made to wait for itself.
+func TestBarrierNeverWaitsForItself(t *testing.T) {
+	rep := &inspect.Report{
+		Threads: []inspect.Thread{
+			thread(1, "wait_barrier_explicit", 10, &inspect.BlockedOn{What: "barrier", Object: "0xteam", Source: "runtime"}),
+			thread(2, "work_parallel", 20, nil),
+			thread(1, "work_parallel", 11, nil),
+		},
+		Regions: []inspect.Region{{ID: "0xteam", Level: 1, TeamSize: 2, Threads: []int{1, 2}}},
+	}
+	Analyze(rep)
+	bo := rep.Threads[0].BlockedOn
+	if bo == nil || len(bo.WaitingFor) != 1 || bo.WaitingFor[0].OSTID != 2 {
+		t.Fatalf("thread 1 blocked on %+v; want it waiting for thread 2 only", bo)
+	}
+	for _, e := range rep.WaitGraph {
+		if e.From == e.To {
+			t.Errorf("wait graph edge %+v from a thread to itself", e)
+		}
+	}
+}

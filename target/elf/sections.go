@@ -57,6 +57,17 @@ func (im *Image) SectionAt(a uint64) (name string, writable, ok bool) {
 	return "", false, false
 }
 
+// ExecutableAt reports whether the link-time address a lies in a section
+// of code (SHF_EXECINSTR) that is loaded.
+func (im *Image) ExecutableAt(a uint64) bool {
+	for _, s := range im.ef.Sections {
+		if s.Flags&elf.SHF_ALLOC != 0 && s.Flags&elf.SHF_EXECINSTR != 0 && a >= s.Addr && a-s.Addr < s.Size {
+			return true
+		}
+	}
+	return false
+}
+
 // Reloc is one dynamic relocation (Elf64_Rela).
 type Reloc struct {
 	// Offset is the link-time address the relocation writes.

@@ -1,11 +1,15 @@
 package elf
 
 import (
+	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,6 +163,20 @@ func TestDecodeSymbols(t *testing.T) {
 	if got := decodeSymbols(b, fileIdentity{}, false); got != nil {
 		t.Error("no debug file now: decoded")
 	}
+	// A count the bytes allow, but whose items are not there: room for
+	// a bounded number of them is made, not for the count.
+	huge := binary.AppendUvarint([]byte{0}, 200000)
+	huge = append(huge, 0) // an empty blob of names
+	huge = append(huge, bytes.Repeat([]byte{0xff}, 200000)...)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if got := decodeSymbols(huge, fileIdentity{}, false); got != nil {
+		t.Errorf("a count without its items: decoded %+v", got)
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("a count without its items allocated %d bytes; want at most 1 MiB (200000 names would take 9.6 MB)", n)
+	}
 	// Damage anywhere: never a panic, and what decodes keeps the orders
 	// and ranges the lookups rely on.
 	rng := rand.New(rand.NewPCG(3, 9))
@@ -210,7 +228,11 @@ func TestKeptData(t *testing.T) {
 	}
 	im1 := openWith(t, prog, OpenOptions{Sections: c})
 	im1.KeepData("derived_1", []byte("what took long"))
-	im1.KeepData("Bad-Name", []byte("not kept"))
+	// Names the section cache takes, but KeepData does not.
+	refused := []string{"", "a.b", strings.Repeat("a", 41)}
+	for _, n := range refused {
+		im1.KeepData(n, []byte("not kept"))
+	}
 	im2 := openWith(t, prog, OpenOptions{Sections: c})
 	got := im2.KeptData("derived_1")
 	if string(got) != "what took long" {
@@ -220,8 +242,10 @@ func TestKeptData(t *testing.T) {
 	if again := im2.KeptData("derived_1"); string(again) != "what took long" {
 		t.Errorf("a change to the returned bytes reached the cache: %q", again)
 	}
-	if b := im2.KeptData("Bad-Name"); b != nil {
-		t.Errorf("a name the cache refuses: %q", b)
+	for _, n := range refused {
+		if b := im2.KeptData(n); b != nil {
+			t.Errorf("name %q: %q; want nothing kept", n, b)
+		}
 	}
 	if b := im2.KeptData("derived_2"); b != nil {
 		t.Errorf("another name: %q", b)

@@ -33,6 +33,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	delf "debug/elf"
 
@@ -113,8 +114,8 @@ func Recover(im *elf.Image) (k *Knowledge, err error) {
 const keptName = "llvm_recovery1"
 
 // recoveryCode is the version of what Recover finds from the same file
-// and name lists: it changes with the code, and what was kept by another
-// version is not used.
+// and name lists. It is changed by hand with any change to what Recover
+// finds; what was kept by another version is not used.
 const recoveryCode = 1
 
 // keptKnowledge is what Recover keeps: the knowledge, and the version of
@@ -125,8 +126,9 @@ type keptKnowledge struct {
 }
 
 // recoveryVersion names the version of the recovery (recoveryCode) and of
-// the layout name lists it matched against.
-func recoveryVersion() string {
+// the layout name lists it matched against, found once: both are built
+// in.
+var recoveryVersion = sync.OnceValue(func() string {
 	h := sha256.New()
 	files, _ := fs.Glob(namesFS, "names/*.txt") // sorted
 	for _, f := range files {
@@ -135,7 +137,7 @@ func recoveryVersion() string {
 		h.Write(b)
 	}
 	return fmt.Sprintf("%d-%x", recoveryCode, h.Sum(nil)[:8])
-}
+})
 
 // kept returns the knowledge an earlier run of this version recovered
 // from the same file, nil when none is kept, or when what is kept does
@@ -159,26 +161,67 @@ func kept(im *elf.Image) *Knowledge {
 	if kk.Version != recoveryVersion() || k == nil || k.BuildID != im.BuildID() || len(k.Layout) == 0 || k.Symbols == nil {
 		return nil
 	}
-	for name := range k.Layout {
-		if !strings.HasPrefix(name, "ompd_sizeof__") && !strings.HasPrefix(name, "ompd_access__") && !strings.HasPrefix(name, "ompd_bitfield__") {
-			return nil
-		}
-	}
-	for _, addr := range k.Symbols {
-		if _, _, ok := im.SectionAt(addr); !ok {
-			return nil
-		}
-	}
-	for name := range k.Evidence {
-		if _, ok := k.Symbols[name]; !ok {
-			return nil
-		}
+	if !plausible(im, k) {
+		return nil
 	}
 	k.Release = knownReleases[k.BuildID].name
 	if k.Evidence == nil {
 		k.Evidence = map[string]string{}
 	}
 	return k
+}
+
+// plausible reports whether k, read back, has the shape of what Recover
+// finds in im: the layout variables are exactly the names of the lists
+// NameLists gives (lists that agree), one block of 64-bit variables in
+// writable data in the lists' order; every function lies at the start of
+// a function's call frame information in code (a trace sets breakpoints
+// there); every other symbol lies in a loaded section; every piece of
+// evidence is for a symbol.
+func plausible(im *elf.Image, k *Knowledge) bool {
+	all, err := lists()
+	if err != nil || len(k.NameLists) == 0 {
+		return false
+	}
+	var names []string
+	for _, v := range k.NameLists {
+		i := slices.IndexFunc(all, func(l nameList) bool { return l.version == v })
+		if i < 0 || (names != nil && !slices.Equal(names, all[i].layout)) {
+			return false
+		}
+		names = all[i].layout
+	}
+	if len(names) == 0 || len(k.Layout) != len(names) {
+		return false
+	}
+	first := k.Symbols[names[0]]
+	for i, n := range names {
+		if _, ok := k.Layout[n]; !ok {
+			return false
+		}
+		a, ok := k.Symbols[n]
+		if !ok || a != first+8*uint64(i) {
+			return false
+		}
+		if _, writable, ok := im.SectionAt(a); !ok || !writable {
+			return false
+		}
+	}
+	for name, a := range k.Symbols {
+		if isFunction(name) {
+			if fde := im.FDEForPC(a); !im.ExecutableAt(a) || fde == nil || fde.Begin() != a {
+				return false
+			}
+		} else if _, _, ok := im.SectionAt(a); !ok {
+			return false
+		}
+	}
+	for name := range k.Evidence {
+		if _, ok := k.Symbols[name]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // keep keeps k for later runs.

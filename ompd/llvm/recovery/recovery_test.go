@@ -298,6 +298,37 @@ func (kc *keptCounter) Put(k sectioncache.Key, data []byte) error {
 	return kc.c.Put(k, data)
 }
 
+// TestRecoverKeptStock: what Recover finds in every Debian libomp is
+// kept and used by a later image of the same file (the checks of a kept
+// entry accept what Recover finds).
+func TestRecoverKeptStock(t *testing.T) {
+	c, err := sectioncache.Open(filepath.Join(t.TempDir(), "cache"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range fixture.StockVersions {
+		lib := fixture.StockLibomp(v)
+		var got [2]*Knowledge
+		for run := range 2 {
+			kc := &keptCounter{c: c}
+			im, err := elf.OpenWith(lib, elf.OpenOptions{Sections: kc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[run], err = Recover(im); err != nil {
+				t.Fatal(err)
+			}
+			im.Close()
+			if want := 1 - run; kc.puts != want {
+				t.Errorf("libomp %d, run %d: kept %d times, want %d (the second run uses the first's)", v, run, kc.puts, want)
+			}
+		}
+		if !reflect.DeepEqual(got[0], got[1]) {
+			t.Errorf("libomp %d: the kept knowledge differs from the recovered", v)
+		}
+	}
+}
+
 // TestRecoverKept: what Recover found in Debian's libomp 19 is kept with
 // the image's section cache, and a later image of the same file gets the
 // same knowledge from there; a kept entry that is damaged, cut or names
@@ -348,18 +379,28 @@ func TestRecoverKept(t *testing.T) {
 		}
 		return b
 	}
+	shifted := func(name string, by uint64) []byte {
+		return tampered(func(k *Knowledge, _ *keptKnowledge) { k.Symbols[name] += by })
+	}
 	for what, bad := range map[string][]byte{
-		"cut":              good[:len(good)/2],
-		"another file":     bytes.Replace(good, []byte(want.BuildID), []byte(strings.Repeat("0", len(want.BuildID))), 1),
-		"no layout":        tampered(func(k *Knowledge, _ *keptKnowledge) { k.Layout = map[string]uint64{} }),
-		"unknown field":    append([]byte(`{"Extra":1,`), good[1:]...),
-		"two values":       append(slices.Clone(good), good...),
-		"a bracket after":  append(slices.Clone(good), ']'),
-		"not JSON at all":  []byte("\x00\x01"),
-		"another version":  tampered(func(_ *Knowledge, kk *keptKnowledge) { kk.Version = "0-" + kk.Version }),
-		"not a layout var": tampered(func(k *Knowledge, _ *keptKnowledge) { k.Layout["__kmp_threads"] = 8 }),
-		"address outside":  tampered(func(k *Knowledge, _ *keptKnowledge) { k.Symbols["__kmp_threads"] = 1 << 60 }),
-		"stray evidence":   tampered(func(k *Knowledge, _ *keptKnowledge) { k.Evidence["nothing"] = "made up" }),
+		"cut": good[:len(good)/2],
+		"breakpoint in data": tampered(func(k *Knowledge, _ *keptKnowledge) {
+			k.Symbols["ompd_bp_parallel_begin"] = k.Symbols["__kmp_threads"]
+		}),
+		"function mid-code": shifted("__kmp_fork_barrier", 4),
+		"layout hole":       shifted("ompd_sizeof__kmp_info_t", 8),
+		"a layout var less": tampered(func(k *Knowledge, _ *keptKnowledge) { delete(k.Layout, "ompd_sizeof__kmp_info_t") }),
+		"a list not known":  tampered(func(k *Knowledge, _ *keptKnowledge) { k.NameLists = []int{99} }),
+		"another file":      bytes.Replace(good, []byte(want.BuildID), []byte(strings.Repeat("0", len(want.BuildID))), 1),
+		"no layout":         tampered(func(k *Knowledge, _ *keptKnowledge) { k.Layout = map[string]uint64{} }),
+		"unknown field":     append([]byte(`{"Extra":1,`), good[1:]...),
+		"two values":        append(slices.Clone(good), good...),
+		"a bracket after":   append(slices.Clone(good), ']'),
+		"not JSON at all":   []byte("\x00\x01"),
+		"another version":   tampered(func(_ *Knowledge, kk *keptKnowledge) { kk.Version = "0-" + kk.Version }),
+		"not a layout var":  tampered(func(k *Knowledge, _ *keptKnowledge) { k.Layout["__kmp_threads"] = 8 }),
+		"address outside":   tampered(func(k *Knowledge, _ *keptKnowledge) { k.Symbols["__kmp_threads"] = 1 << 60 }),
+		"stray evidence":    tampered(func(k *Knowledge, _ *keptKnowledge) { k.Evidence["nothing"] = "made up" }),
 	} {
 		im2.KeepData(keptName, bad)
 		im, kc := open()

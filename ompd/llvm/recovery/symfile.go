@@ -30,7 +30,7 @@ func (k *Knowledge) FileSymbols(im *elf.Image) []elf.FileSymbol {
 	for name, addr := range k.Symbols {
 		s := elf.FileSymbol{Name: name, Value: addr}
 		switch {
-		case name == "ompd_init" || name == "ompd_dll_locations_valid" || strings.HasPrefix(name, "ompd_bp_") || slices.Contains(tracedFunctions, name):
+		case isFunction(name):
 			s.Func = true
 			if fde := im.FDEForPC(addr); fde != nil && fde.Begin() == addr {
 				s.Size = fde.End() - fde.Begin()
@@ -51,6 +51,12 @@ func (k *Knowledge) FileSymbols(im *elf.Image) []elf.FileSymbol {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// isFunction reports whether the recovered symbol name is a function:
+// ompd_init, the OMPD breakpoint functions and the traced functions.
+func isFunction(name string) bool {
+	return name == "ompd_init" || name == "ompd_dll_locations_valid" || strings.HasPrefix(name, "ompd_bp_") || slices.Contains(tracedFunctions, name)
 }
 
 func (k *Knowledge) isLayout(name string) bool {
