@@ -84,10 +84,7 @@ func TestFrameEntriesDebugFrame(t *testing.T) {
 	}
 	checkFDEs(t, mustOpen(t, full))
 
-	debug := filepath.Join(dir, "prog.debug")
-	run(t, "objcopy", "--only-keep-debug", full, debug)
-	stripped := filepath.Join(dir, "stripped")
-	run(t, "objcopy", "--strip-all", "--add-gnu-debuglink="+debug, full, stripped)
+	stripped, debug := splitDebug(t, dir, full)
 	im := mustOpen(t, stripped)
 	checkFDEs(t, im)
 	if im.DebugFile() != debug {

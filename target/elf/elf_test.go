@@ -82,6 +82,18 @@ func run(t *testing.T, name string, args ...string) {
 	}
 }
 
+// splitDebug writes full's debug information to dir/prog.debug and a copy
+// of full stripped of it (and of .symtab) to dir/stripped, linked to the
+// debug file by its .gnu_debuglink.
+func splitDebug(t *testing.T, dir, full string) (stripped, debug string) {
+	t.Helper()
+	debug = filepath.Join(dir, "prog.debug")
+	run(t, "objcopy", "--only-keep-debug", full, debug)
+	stripped = filepath.Join(dir, "stripped")
+	run(t, "objcopy", "--strip-all", "--add-gnu-debuglink="+debug, full, stripped)
+	return stripped, debug
+}
+
 // compile builds testdata/symbols.c with the compiler cc (scripts/setup.sh
 // installs the compilers) into dir/name.
 func compile(t *testing.T, cc, dir, name string, flags ...string) string {
@@ -325,10 +337,7 @@ func TestClang(t *testing.T) {
 func TestDebugLink(t *testing.T) {
 	dir := t.TempDir()
 	full := compile(t, "gcc", dir, "prog", "-shared", "-fPIC")
-	debug := filepath.Join(dir, "prog.debug")
-	run(t, "objcopy", "--only-keep-debug", full, debug)
-	stripped := filepath.Join(dir, "stripped")
-	run(t, "objcopy", "--strip-all", "--add-gnu-debuglink="+debug, full, stripped)
+	stripped, debug := splitDebug(t, dir, full)
 
 	data, err := os.ReadFile(debug)
 	if err != nil {

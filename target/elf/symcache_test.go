@@ -24,10 +24,7 @@ import (
 func TestSymbolCache(t *testing.T) {
 	dir := t.TempDir()
 	full := compile(t, "gcc", dir, "prog", "-shared", "-fPIC")
-	debug := filepath.Join(dir, "prog.debug")
-	run(t, "objcopy", "--only-keep-debug", full, debug)
-	stripped := filepath.Join(dir, "stripped")
-	run(t, "objcopy", "--strip-all", "--add-gnu-debuglink="+debug, full, stripped)
+	stripped, debug := splitDebug(t, dir, full)
 	c, err := sectioncache.Open(filepath.Join(dir, "cache"), 0)
 	if err != nil {
 		t.Fatal(err)
