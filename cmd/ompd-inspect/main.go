@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
@@ -56,7 +57,26 @@ type viewFlags struct {
 }
 
 func main() {
+	collectByLimit()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// readLimit is the soft limit of the Go heap until the target is read
+// (collectByLimit).
+const readLimit = 128 << 20
+
+// collectByLimit has the collector run, until boundHeap, only as the heap
+// nears readLimit, unless GOGC or GOMEMLIMIT says otherwise: a warm
+// report of a thousand threads allocates about 40 MiB before the target
+// is read, and the cycles its growth paced ran while the target was held
+// and cost a tenth of the run. A cold run (debug information parsed for
+// the first time) may fill the limit, and is then collected as it goes.
+func collectByLimit() {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(readLimit)
 }
 
 // memoryLimit is the Go heap ompd-inspect asks the runtime to stay near
@@ -71,20 +91,31 @@ const memoryHeadroom = 16 << 20
 
 // boundHeap sets the soft memory limit for the rest of the run: the
 // larger of memoryLimit and the live heap plus memoryHeadroom (a program
-// with large uncompressed debug information keeps more alive). It is set
-// only after the target is read, so that the collector never lengthens
-// a stop.
+// with large uncompressed debug information keeps more alive), and ends
+// collectByLimit's pause. It is set only after the target is read, so
+// that the collector never lengthens a stop.
 func boundHeap() {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	metrics.Read(live)
+	// The live heap as the last collection marked it; with collectByLimit
+	// there may have been none for long, and the heap now holds more than
+	// the limit would allow: one collection then says what is live, so
+	// that the limit is not set below it (the collector would never stop).
+	heap := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(heap)
+	if heap[1].Value.Kind() == metrics.KindUint64 && heap[1].Value.Uint64() > memoryLimit {
+		runtime.GC()
+		metrics.Read(heap)
+	}
 	limit := int64(memoryLimit)
-	if live[0].Value.Kind() == metrics.KindUint64 {
-		limit = max(limit, int64(live[0].Value.Uint64())+memoryHeadroom)
+	if heap[0].Value.Kind() == metrics.KindUint64 {
+		limit = max(limit, int64(heap[0].Value.Uint64())+memoryHeadroom)
 	}
 	debug.SetMemoryLimit(limit)
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(100) // collectByLimit's pause ends: the default pacing
+	}
 }
 
 // run executes the command line and returns the exit code. A panic is
