@@ -260,3 +260,29 @@ func TestMemCacheUnmappedRunMemory(t *testing.T) {
 		t.Fatalf("the cache holds %d KiB for a read of %d KiB", held>>10, pages*PageSize>>10)
 	}
 }
+
+// TestAlignedPart: the part of a slice that begins and ends on a multiple
+// of the alignment, at every offset of a slice into an aligned buffer.
+func TestAlignedPart(t *testing.T) {
+	buf := alignedPart(make([]byte, 5*PageSize), PageSize)[:4*PageSize]
+	for _, c := range []struct{ from, to, wantFrom, wantLen int }{
+		{0, 4 * PageSize, 0, 4 * PageSize},
+		{1, 4 * PageSize, PageSize, 3 * PageSize},
+		{0, 4*PageSize - 1, 0, 3 * PageSize},
+		{PageSize - 1, 2*PageSize + 5, PageSize, PageSize},
+		{1, PageSize, 0, 0},                // no whole page
+		{PageSize + 1, PageSize + 2, 0, 0}, // the next boundary is past the end
+	} {
+		got := alignedPart(buf[c.from:c.to], PageSize)
+		if len(got) != c.wantLen {
+			t.Errorf("[%d:%d]: %d bytes, want %d", c.from, c.to, len(got), c.wantLen)
+			continue
+		}
+		if c.wantLen > 0 && &got[0] != &buf[c.wantFrom] {
+			t.Errorf("[%d:%d]: begins at another byte than %d", c.from, c.to, c.wantFrom)
+		}
+	}
+	if got := alignedPart(nil, PageSize); len(got) != 0 {
+		t.Errorf("nil: %d bytes", len(got))
+	}
+}

@@ -2,7 +2,6 @@ package target
 
 import (
 	"runtime"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -27,13 +26,9 @@ func ReadyHeap(n int) {
 	if n < MinReadyHeap {
 		return
 	}
-	n = (n + PageSize - 1) &^ (PageSize - 1)
-	// One page more, to start on a page boundary.
-	mem := make([]byte, n+PageSize)
-	if mis := int(uintptr(unsafe.Pointer(&mem[0])) % PageSize); mis != 0 {
-		mem = mem[PageSize-mis:]
-	}
-	if unix.Madvise(mem[:n], madvPopulateWrite) != nil {
+	// One page more: its whole pages are at least n bytes.
+	mem := alignedPart(make([]byte, n+PageSize), PageSize)
+	if unix.Madvise(mem, madvPopulateWrite) != nil {
 		return
 	}
 	runtime.KeepAlive(mem) // dead from here: the collection frees it

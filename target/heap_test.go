@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,7 +22,7 @@ import (
 // else used.
 func TestReadyHeap(t *testing.T) {
 	probe := make([]byte, 2*PageSize)
-	if err := unix.Madvise(alignedPage(probe), madvPopulateWrite); err != nil {
+	if err := unix.Madvise(alignedPart(probe, PageSize), madvPopulateWrite); err != nil {
 		t.Skipf("the kernel cannot populate a range (MADV_POPULATE_WRITE): %v", err)
 	}
 	measure := func(ready bool) (free, resident int64) {
@@ -64,7 +63,7 @@ func TestReadyHeapChild(t *testing.T) {
 		t.Skip("run by TestReadyHeap")
 	}
 	live := make([]byte, 24<<20)
-	populate(alignedPage(live))
+	populate(alignedPart(live, PageSize))
 	before := residentBytes(t)
 	if ready {
 		ReadyHeap(16 << 20)
@@ -73,15 +72,6 @@ func TestReadyHeapChild(t *testing.T) {
 	metrics.Read(free)
 	fmt.Printf("free %d resident %d\n", free[0].Value.Uint64(), residentBytes(t)-before)
 	runtime.KeepAlive(live)
-}
-
-// alignedPage returns the page-aligned part of b.
-func alignedPage(b []byte) []byte {
-	off := 0
-	if mis := int(uintptr(unsafe.Pointer(&b[0])) % PageSize); mis != 0 {
-		off = PageSize - mis
-	}
-	return b[off : off+(len(b)-off)&^(PageSize-1)]
 }
 
 // residentBytes is the anonymous part of the process's resident set

@@ -104,15 +104,27 @@ func (a *pageArena) newChunk(n int) []byte {
 	// huge (the edges of an unaligned chunk stay small pages).
 	size := (pages*PageSize + hugePageSize - 1) &^ (hugePageSize - 1)
 	mem := make([]byte, size)
-	off := 0
-	if mis := int(uintptr(unsafe.Pointer(&mem[0])) % hugePageSize); mis != 0 {
-		off = hugePageSize - mis
-	}
-	if inner := mem[off : off+(size-off)&^(hugePageSize-1)]; len(inner) > 0 {
+	if inner := alignedPart(mem, hugePageSize); len(inner) > 0 {
 		_ = unix.Madvise(inner, unix.MADV_HUGEPAGE) // advice: fine if refused
 	}
 	populate(mem)
 	return mem
+}
+
+// alignedPart returns the part of b that begins and ends on a multiple of
+// align (a power of two), empty when there is none.
+func alignedPart(b []byte, align int) []byte {
+	if len(b) == 0 {
+		return b
+	}
+	off := 0
+	if mis := int(uintptr(unsafe.Pointer(&b[0])) % uintptr(align)); mis != 0 {
+		off = align - mis
+	}
+	if off >= len(b) {
+		return b[:0]
+	}
+	return b[off : off+(len(b)-off)&^(align-1)]
 }
 
 // populate makes the kernel back every page of mem (page-aligned) now,
