@@ -158,10 +158,7 @@ func kept(im *elf.Image) *Knowledge {
 		return nil // something follows the value
 	}
 	k := kk.Knowledge
-	if kk.Version != recoveryVersion() || k == nil || k.BuildID != im.BuildID() || len(k.Layout) == 0 || k.Symbols == nil {
-		return nil
-	}
-	if !plausible(im, k) {
+	if kk.Version != recoveryVersion() || k == nil || k.BuildID != im.BuildID() || !plausible(im, k) {
 		return nil
 	}
 	k.Release = knownReleases[k.BuildID].name
