@@ -123,6 +123,12 @@ func (s *jsonStreamer) text(t string) {
 	s.emit(s.scalar)
 }
 
+// str emits a string, quoted and escaped.
+func (s *jsonStreamer) str(v string) {
+	s.scalar = appendJSONString(s.scalar[:0], v)
+	s.emit(s.scalar)
+}
+
 // jsonNumber is json.Number, a string that json.Marshal writes bare.
 var jsonNumber = reflect.TypeFor[json.Number]()
 
@@ -136,8 +142,7 @@ func (s *jsonStreamer) scalarValue(v reflect.Value) bool {
 	}
 	switch v.Kind() {
 	case reflect.String:
-		s.scalar = appendJSONString(s.scalar[:0], v.String())
-		s.emit(s.scalar)
+		s.str(v.String())
 		return true
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		s.scalar = strconv.AppendInt(s.scalar[:0], v.Int(), 10)
@@ -225,8 +230,7 @@ func (s *jsonStreamer) mapValue(v reflect.Value) error {
 		if i > 0 {
 			s.text(",")
 		}
-		s.scalar = appendJSONString(s.scalar[:0], k.String())
-		s.emit(s.scalar)
+		s.str(k.String())
 		s.text(":")
 		if err := s.value(v.MapIndex(k)); err != nil {
 			return err

@@ -989,9 +989,9 @@ func GroupKey(bt inspect.Backtrace) string {
 
 // indexModules opens, in parallel, the debug information of every module
 // that some frame's pc falls in and the frame cache cannot answer for
-// (reading and decompressing its sections, listing its compile units): the units the frames need are then indexed
-// on first lookup, and opening several modules at a time is what makes
-// the first backtrace fast.
+// (reading and decompressing its sections, listing its compile units):
+// the units the frames need are then indexed on first lookup, and opening
+// several modules at a time is what makes the first backtrace fast.
 func indexModules(walks []walk) {
 	seen := map[*elf.Image]bool{}
 	var images []*elf.Image
@@ -1037,12 +1037,11 @@ const smallDWARF = 256 << 10
 // names frames with, for the modules nearly every OpenMP thread's stack
 // passes through: the executable (whose DWARF also names the regions'
 // functions, while the target is stopped: a small one is indexed whole),
-// and the OpenMP runtime and
-// the C library unless the frame cache holds answers for them (a warm
-// run may not need their DWARF; Add opens it, once the target is
-// released, when a frame's answer is not kept). The other modules' are
-// opened when frames land in them, after the target is released: a
-// process may map hundreds of libraries with debug files.
+// and the OpenMP runtime and the C library unless the frame cache holds
+// answers for them (a warm run may not need their DWARF; Add opens it,
+// once the target is released, when a frame's answer is not kept). The
+// other modules' are opened when frames land in them, after the target
+// is released: a process may map hundreds of libraries with debug files.
 func PrepareImage(im *elf.Image) {
 	PrepareUnwind(im)
 	if _, exe := im.Symbol("main"); exe {
