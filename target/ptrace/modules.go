@@ -1,7 +1,6 @@
 package ptrace
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -20,26 +19,101 @@ import (
 // mapping is one line of /proc/PID/maps.
 type mapping struct {
 	start, end, offset uint64
-	perms              string
 	path               string // as printed, possibly ending in " (deleted)"
 }
 
-// parseMaps reads /proc/PID/maps lines.
-func parseMaps(r io.Reader) ([]mapping, error) {
-	var maps []mapping
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1024*1024)
-	for line := 1; sc.Scan(); line++ {
-		m, err := parseMapsLine(sc.Text())
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
+// parseMaps parses the lines of /proc/PID/maps.
+func parseMaps(data []byte) ([]mapping, error) {
+	maps := make([]mapping, 0, bytes.Count(data, []byte{'\n'})+1)
+	for line := 1; len(data) > 0; line++ {
+		var s []byte
+		s, data, _ = bytes.Cut(data, []byte{'\n'})
+		s = bytes.TrimSuffix(s, []byte{'\r'})
+		m, ok := parseMapsLineFast(s)
+		if !ok {
+			var err error
+			if m, err = parseMapsLine(string(s)); err != nil {
+				return nil, fmt.Errorf("line %d: %w", line, err)
+			}
 		}
 		maps = append(maps, m)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
 	return maps, nil
+}
+
+// parseMapsLineFast parses a line as the kernel prints it (single spaces
+// between the first fields, addresses of at most 16 hex digits) without
+// allocating for an anonymous mapping; false for anything else, which
+// parseMapsLine then parses or refuses. A thousand threads' stacks make a
+// long file of anonymous mappings, read while the process is stopped.
+func parseMapsLineFast(s []byte) (mapping, bool) {
+	var m mapping
+	var ok bool
+	if m.start, s, ok = hexField(s, '-'); !ok {
+		return mapping{}, false
+	}
+	if m.end, s, ok = hexField(s, ' '); !ok {
+		return mapping{}, false
+	}
+	if s, ok = skipField(s); !ok { // perms
+		return mapping{}, false
+	}
+	if m.offset, s, ok = hexField(s, ' '); !ok {
+		return mapping{}, false
+	}
+	if s, ok = skipField(s); !ok { // device
+		return mapping{}, false
+	}
+	// The inode, which may end the line.
+	if len(s) == 0 || s[0] == ' ' {
+		return mapping{}, false
+	}
+	i := bytes.IndexByte(s, ' ')
+	if i < 0 {
+		return m, true
+	}
+	if path := bytes.TrimLeft(s[i:], " "); len(path) > 0 {
+		m.path = string(path)
+	}
+	return m, true
+}
+
+// hexField parses the hex number that starts s and ends at sep, and
+// returns what follows sep.
+func hexField(s []byte, sep byte) (v uint64, rest []byte, ok bool) {
+	i := 0
+	for ; i < len(s) && s[i] != sep; i++ {
+		c := s[i]
+		var d byte
+		switch {
+		case '0' <= c && c <= '9':
+			d = c - '0'
+		case 'a' <= c && c <= 'f':
+			d = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, nil, false
+		}
+		if i == 16 {
+			return 0, nil, false
+		}
+		v = v<<4 | uint64(d)
+	}
+	if i == 0 || i == len(s) {
+		return 0, nil, false
+	}
+	return v, s[i+1:], true
+}
+
+// skipField returns what follows the non-empty field that starts s and
+// the single space after it.
+func skipField(s []byte) (rest []byte, ok bool) {
+	i := bytes.IndexByte(s, ' ')
+	if i <= 0 {
+		return nil, false
+	}
+	return s[i+1:], true
 }
 
 // parseMapsLine parses "start-end perms offset dev inode   path".
@@ -72,7 +146,6 @@ func parseMapsLine(s string) (mapping, error) {
 	if m.offset, err = strconv.ParseUint(fields[2], 16, 64); err != nil {
 		return mapping{}, fmt.Errorf("%q: offset: %w", s, err)
 	}
-	m.perms = fields[1]
 	m.path = strings.TrimLeft(rest, " ")
 	return m, nil
 }
@@ -166,11 +239,11 @@ type moduleInfo struct {
 // but not read.
 func loadModules(pid, tid int, exe string, files fileOps) ([]moduleInfo, []string, error) {
 	path := fmt.Sprintf("/proc/%d/maps", tid)
-	data, err := os.ReadFile(path)
+	data, err := readProcFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("process %d: reading the mappings: %w", pid, err)
 	}
-	maps, err := parseMaps(bytes.NewReader(data))
+	maps, err := parseMaps(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("process %d: %s: %w", pid, path, err)
 	}

@@ -3,7 +3,9 @@ package ptrace
 import (
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -96,14 +98,14 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  [vsyscall]
 `
 
 func TestBuildModules(t *testing.T) {
-	maps, err := parseMaps(strings.NewReader(fakeMaps))
+	maps, err := parseMaps([]byte(fakeMaps))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(maps) != 27 {
 		t.Fatalf("parsed %d mappings, want 27", len(maps))
 	}
-	if m := maps[20]; m != (mapping{start: 0x7f000040e000, end: 0x7f000040f000, offset: 0, perms: "r--p", path: "/opt/other ns/lib space.so"}) {
+	if m := maps[20]; m != (mapping{start: 0x7f000040e000, end: 0x7f000040f000, offset: 0, path: "/opt/other ns/lib space.so"}) {
 		t.Fatalf("mapping with a space: %+v", m)
 	}
 	if m := maps[11]; m.path != "" || m.start != 0x7f00003c3000 {
@@ -178,7 +180,7 @@ func dumpModules(mods []moduleInfo) string {
 }
 
 func TestGroupMappingsDeletedExecutable(t *testing.T) {
-	maps, err := parseMaps(strings.NewReader(`7f0000000000-7f0000001000 r--p 00000000 08:01 1 /usr/lib/libz.so.1
+	maps, err := parseMaps([]byte(`7f0000000000-7f0000001000 r--p 00000000 08:01 1 /usr/lib/libz.so.1
 7f0000001000-7f0000002000 r-xp 00001000 08:01 1 /usr/lib/libz.so.1
 7f0000010000-7f0000011000 r--p 00000000 08:01 2 /tmp/prog (deleted)
 7f0000011000-7f0000012000 r-xp 00001000 08:01 2 /tmp/prog (deleted)
@@ -209,9 +211,70 @@ func TestParseMapsErrors(t *testing.T) {
 		{"7f00-7f01 r--p zz 08:01 1 /x\n", `line 1: "7f00-7f01 r--p zz 08:01 1 /x": offset: strconv.ParseUint: parsing "zz": invalid syntax`},
 	}
 	for _, tc := range tests {
-		_, err := parseMaps(strings.NewReader(tc.in))
+		_, err := parseMaps([]byte(tc.in))
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("parseMaps(%q): %v, want %s", tc.in, err, tc.want)
 		}
+	}
+}
+
+// TestParseMapsLineFast: the fast parser takes every line of a real maps
+// file, and whatever it takes (of those lines, and of random damage done
+// to them) it reads as parseMapsLine does.
+func TestParseMapsLineFast(t *testing.T) {
+	self, err := readProcFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(self)+fakeMaps, "\n"), "\n")
+	anon := 0
+	for _, l := range lines {
+		m, ok := parseMapsLineFast([]byte(l))
+		if !ok {
+			t.Fatalf("fast parser refused %q", l)
+		}
+		want, err := parseMapsLine(l)
+		if err != nil || m != want {
+			t.Fatalf("%q: fast %+v, parseMapsLine %+v, %v", l, m, want, err)
+		}
+		if m.path == "" {
+			anon++
+		}
+	}
+	if anon == 0 {
+		t.Fatal("no anonymous mapping among the lines")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "0123456789abcdefABCDEFxg- \t/()r"
+	took := 0
+	for range 50000 {
+		b := []byte(lines[rng.IntN(len(lines))])
+		for range 1 + rng.IntN(3) {
+			i := rng.IntN(len(b) + 1)
+			switch rng.IntN(3) {
+			case 0:
+				b = slices.Insert(b, i, alphabet[rng.IntN(len(alphabet))])
+			case 1:
+				if i < len(b) {
+					b = slices.Delete(b, i, i+1)
+				}
+			default:
+				if i < len(b) {
+					b[i] = alphabet[rng.IntN(len(alphabet))]
+				}
+			}
+		}
+		m, ok := parseMapsLineFast(b)
+		if !ok {
+			continue
+		}
+		took++
+		want, err := parseMapsLine(string(b))
+		if err != nil || m != want {
+			t.Fatalf("%q: fast %+v, parseMapsLine %+v, %v", b, m, want, err)
+		}
+	}
+	if took == 0 {
+		t.Fatal("the fast parser took none of the damaged lines")
 	}
 }

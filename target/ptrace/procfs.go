@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -221,6 +222,17 @@ var ErrGone = errors.New("the process ended")
 // under the reader.
 func (p *Process) Alive() error {
 	dir := fmt.Sprintf("/proc/%d/task", p.pid)
+	// A killed process loses its memory before its threads become
+	// zombies: no mappings left for the thread memory was read through
+	// means it is gone too. Its first line is enough to tell: a thousand
+	// threads' stacks make the whole file long.
+	if !hasMappings(filepath.Join(dir, strconv.Itoa(p.mem.tid), "maps")) {
+		return p.goneError()
+	}
+	// That thread is looked at first, the others only when it has ended.
+	if alive(filepath.Join(dir, strconv.Itoa(p.mem.tid), "status")) {
+		return nil
+	}
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return p.goneError()
@@ -228,20 +240,59 @@ func (p *Process) Alive() error {
 	if err != nil {
 		return fmt.Errorf("process %d: listing its threads: %w", p.pid, err)
 	}
-	// A killed process loses its memory before its threads become
-	// zombies: no mappings left for the thread memory was read through
-	// means it is gone too.
-	if maps, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(p.mem.tid), "maps")); err != nil || len(maps) == 0 {
-		return p.goneError()
-	}
 	for _, e := range ents {
-		st, err := readStatus(filepath.Join(dir, e.Name(), "status"))
-		if err != nil {
-			continue // the thread went meanwhile
-		}
-		if l := st.stateLetter(); l != 'Z' && l != 'X' {
+		if alive(filepath.Join(dir, e.Name(), "status")) {
 			return nil
 		}
 	}
 	return p.goneError()
+}
+
+// hasMappings reports whether the maps file at path can be read and
+// lists at least one mapping.
+func hasMappings(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var b [64]byte
+	n, _ := f.Read(b[:])
+	return n > 0
+}
+
+// alive reports whether the thread whose status file is at path is
+// neither a zombie nor dead; false when it cannot be read (it went).
+func alive(path string) bool {
+	st, err := readStatus(path)
+	if err != nil {
+		return false
+	}
+	l := st.stateLetter()
+	return l != 'Z' && l != 'X'
+}
+
+// readProcFile reads a whole /proc file, whose size stat does not give,
+// in as few reads as its length allows: os.ReadFile starts from 512
+// bytes, and a thousand threads make /proc/PID/maps 100 KiB.
+func readProcFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data := make([]byte, 0, 128<<10)
+	for {
+		if len(data) == cap(data) {
+			data = slices.Grow(data, len(data))
+		}
+		n, err := f.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF || (err == nil && n == 0) {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }

@@ -1175,6 +1175,34 @@ func TestSignalWhileAttaching(t *testing.T) {
 	}
 }
 
+// TestAlive: Alive says a held process lives, and that it ended once it
+// is killed while held.
+func TestAlive(t *testing.T) {
+	tt := startThreads(t)
+	p, err := Attach(tt.pid, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Alive(); err != nil {
+		t.Fatalf("Alive of a held process: %v", err)
+	}
+	if err := unix.Kill(tt.pid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("process %d: the process ended while it was being read (killed, or it exited); nothing is reported", tt.pid)
+	for range pollTries {
+		err = p.Alive()
+		if err != nil {
+			break
+		}
+		time.Sleep(pollInterval)
+	}
+	if err == nil || err.Error() != want || !errors.Is(err, ErrGone) {
+		t.Fatalf("Alive of a killed process: %v, want %s", err, want)
+	}
+}
+
 // TestKilledWhileAttaching kills the process right after its main thread is
 // seized: Attach says in the line Alive uses that it ended.
 func TestKilledWhileAttaching(t *testing.T) {
