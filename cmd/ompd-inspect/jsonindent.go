@@ -19,7 +19,7 @@ func writeJSON(w io.Writer, v any) error {
 // split everything).
 func writeJSONSplit(w io.Writer, v any, split int) error {
 	var werr error
-	in := indenter{flush: func(b []byte) []byte {
+	in := &indenter{dst: make([]byte, 0, 2*jsonChunk), flush: func(b []byte) []byte {
 		if werr != nil {
 			return b[:0] // the rest is lost: make no more of it
 		}
@@ -29,19 +29,14 @@ func writeJSONSplit(w io.Writer, v any, split int) error {
 		_, werr = w.Write(b)
 		return b[:0]
 	}}
-	buf := make([]byte, 0, 2*jsonChunk)
-	st := jsonStreamer{split: split, emit: func(piece []byte) {
-		if werr == nil {
-			buf = in.indent(buf, piece)
-		}
-	}}
+	st := jsonStreamer{split: split, out: in}
 	if err := st.value(reflect.ValueOf(v)); err != nil {
 		return err
 	}
 	if werr != nil {
 		return werr
 	}
-	_, err := w.Write(append(buf, '\n'))
+	_, err := w.Write(append(in.dst, '\n'))
 	return err
 }
 
@@ -58,40 +53,96 @@ const jsonChunk = 64 << 10
 // flush, when not nil, is given dst after each line and returns what dst
 // goes on from (dst itself, or dst[:0] once it has written it).
 func indentJSON(dst, src []byte, flush func([]byte) []byte) []byte {
-	in := indenter{flush: flush}
-	return in.indent(dst, src)
+	in := indenter{dst: dst, flush: flush}
+	in.text(src)
+	return in.dst
 }
 
 // indenter is indentJSON over a text given in pieces: any split that
-// does not cut a string indents as the whole text does.
+// does not cut a string indents as the whole text does. It is the
+// jsonSink writeJSON gives jsonStreamer: punctuation and scalars, most of
+// the text, are placed without being scanned.
 type indenter struct {
+	dst   []byte              // the indented text
 	flush func([]byte) []byte // as indentJSON's
 	depth int
 	open  bool // the last byte opened an object or array
 }
 
-// indent appends to dst the next piece of the text, src, indented.
-func (in *indenter) indent(dst, src []byte) []byte {
-	newline := func() {
-		if in.flush != nil {
-			dst = in.flush(dst)
-		}
-		dst = append(dst, '\n')
-		for range in.depth {
-			dst = append(dst, ' ', ' ')
-		}
+// indentSpaces serves the indentation of lines up to len/2 deep.
+const indentSpaces = "                                                                "
+
+// newline ends a line and indents the next.
+func (in *indenter) newline() {
+	if in.flush != nil {
+		in.dst = in.flush(in.dst)
 	}
+	in.dst = append(in.dst, '\n')
+	if n := 2 * in.depth; n <= len(indentSpaces) {
+		in.dst = append(in.dst, indentSpaces[:n]...)
+		return
+	}
+	for range in.depth {
+		in.dst = append(in.dst, ' ', ' ')
+	}
+}
+
+// opened begins the first element of the object or array just opened:
+// c is the element's first byte.
+func (in *indenter) opened(c byte) {
+	if in.open && c != '}' && c != ']' {
+		in.open = false
+		in.depth++
+		in.newline()
+	}
+}
+
+// punct places one of '{', '}', '[', ']', ',' and ':'.
+func (in *indenter) punct(c byte) {
+	in.opened(c)
+	switch c {
+	case '{', '[':
+		in.dst = append(in.dst, c)
+		in.open = true
+	case '}', ']':
+		if in.open {
+			in.open = false // empty: "{}" or "[]"
+		} else {
+			in.depth--
+			in.newline()
+		}
+		in.dst = append(in.dst, c)
+	case ',':
+		in.dst = append(in.dst, c)
+		in.newline()
+	case ':':
+		in.dst = append(in.dst, c, ' ')
+	default:
+		in.dst = append(in.dst, c)
+	}
+}
+
+// atom places a string, number or literal whole.
+func (in *indenter) atom(b []byte) {
+	in.opened(b[0])
+	in.dst = append(in.dst, b...)
+}
+
+// str places a string, quoted and escaped.
+func (in *indenter) str(v string) {
+	in.opened('"')
+	in.dst = appendJSONString(in.dst, v)
+}
+
+// text places the next piece of compact JSON, src.
+func (in *indenter) text(src []byte) {
 	for i := 0; i < len(src); i++ {
 		c := src[i]
-		if in.open && c != '}' && c != ']' {
-			in.open = false
-			in.depth++
-			newline()
-		}
 		switch c {
 		case '"':
 			// Copy the string whole: its end is the first quote not
 			// escaped by a backslash.
+			in.opened(c)
 			j := i + 1
 			for j < len(src) && src[j] != '"' {
 				if src[j] == '\\' {
@@ -100,27 +151,13 @@ func (in *indenter) indent(dst, src []byte) []byte {
 				j++
 			}
 			end := min(j+1, len(src))
-			dst = append(dst, src[i:end]...)
+			in.dst = append(in.dst, src[i:end]...)
 			i = end - 1
-		case '{', '[':
-			dst = append(dst, c)
-			in.open = true
-		case '}', ']':
-			if in.open {
-				in.open = false // empty: "{}" or "[]"
-			} else {
-				in.depth--
-				newline()
-			}
-			dst = append(dst, c)
-		case ',':
-			dst = append(dst, c)
-			newline()
-		case ':':
-			dst = append(dst, c, ' ')
+		case '{', '[', '}', ']', ',', ':':
+			in.punct(c)
 		default:
-			dst = append(dst, c)
+			in.opened(c)
+			in.dst = append(in.dst, c)
 		}
 	}
-	return dst
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -314,17 +316,13 @@ func TestWriteJSONReport(t *testing.T) {
 	// The report is made in pieces, none of them large: its structs
 	// field by field, its long slices element by element.
 	for _, split := range []int{jsonSplit, 0} {
-		pieces, largest, total := 0, 0, 0
-		st := jsonStreamer{split: split, emit: func(p []byte) {
-			pieces++
-			largest = max(largest, len(p))
-			total += len(p)
-		}}
+		var c countingSink
+		st := jsonStreamer{split: split, out: &c}
 		if err := st.value(reflect.ValueOf(&all)); err != nil {
 			t.Fatal(err)
 		}
-		if pieces < 50 || largest > total/4 {
-			t.Errorf("split %d: the all view's %d bytes in %d pieces, the largest %d bytes; want it in many small pieces", split, total, pieces, largest)
+		if c.pieces < 50 || c.largest > c.total/4 {
+			t.Errorf("split %d: the all view's %d bytes in %d pieces, the largest %d bytes; want it in many small pieces", split, c.total, c.pieces, c.largest)
 		}
 	}
 	for name, v := range values {
@@ -339,6 +337,17 @@ func TestWriteJSONReport(t *testing.T) {
 			}
 		}
 	}
+}
+
+// countingSink counts the pieces a jsonStreamer gives.
+type countingSink struct{ pieces, largest, total int }
+
+func (c *countingSink) punct(byte)    { c.add(1) }
+func (c *countingSink) atom(b []byte) { c.add(len(b)) }
+func (c *countingSink) text(b []byte) { c.add(len(b)) }
+func (c *countingSink) str(v string)  { c.add(len(appendJSONString(nil, v))) }
+func (c *countingSink) add(n int) {
+	c.pieces, c.largest, c.total = c.pieces+1, max(c.largest, n), c.total+n
 }
 
 // TestAppendJSONString: strings of random bytes (control characters,
@@ -363,5 +372,46 @@ func TestAppendJSONString(t *testing.T) {
 		if got := appendJSONString(nil, string(b)); string(got) != string(want) {
 			t.Fatalf("%q: wrote %s, json.Marshal %s", b, got, want)
 		}
+	}
+}
+
+// BenchmarkWriteJSON writes the all view of the corpus's barrier core
+// with its backtraces repeated for 1024 threads, split as writeJSON
+// splits (split16) and everything split (split0).
+func BenchmarkWriteJSON(b *testing.B) {
+	dir := filepath.Join(fixture.RepoRoot(b), "testdata", "cores")
+	path := filepath.Join(b.TempDir(), "core")
+	out, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("xz", "-dc", filepath.Join(dir, "barrier-ompd-gcore.core.xz"))
+	cmd.Stdout = out
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("xz: %v", err)
+	}
+	out.Close()
+	c, err := core.Open(path, core.Options{Exe: filepath.Join(dir, "barrier-ompd"), SearchPath: []string{fixture.OMPDLibDir()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	reps, err := buildReports(c, inspect.Source{Kind: "core", Core: path}, "all", viewFlags{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	all := *reps[0]
+	for len(all.Backtraces) < 1024 {
+		all.Backtraces = append(all.Backtraces, reps[0].Backtraces...)
+		all.Threads = append(all.Threads, reps[0].Threads...)
+	}
+	for _, split := range []int{jsonSplit, 0} {
+		b.Run(fmt.Sprintf("split%d", split), func(b *testing.B) {
+			for b.Loop() {
+				if err := writeJSONSplit(io.Discard, &all, split); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

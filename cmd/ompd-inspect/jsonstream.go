@@ -36,8 +36,8 @@ type jsonStreamer struct {
 	// split is the length from which slices are marshaled element by
 	// element.
 	split int
-	// emit is given each piece; the slice is only valid during the call.
-	emit func([]byte)
+	// out is given the pieces.
+	out jsonSink
 
 	depth  int // of the value being emitted
 	buf    bytes.Buffer
@@ -51,6 +51,19 @@ type jsonStreamer struct {
 	scalar     []byte                // the text of the last scalar emitted
 }
 
+// jsonSink is what jsonStreamer gives its pieces to; a slice given is
+// only valid during the call.
+type jsonSink interface {
+	// punct is given one of '{', '}', '[', ']', ',' and ':'.
+	punct(c byte)
+	// atom is given a number or a literal.
+	atom(b []byte)
+	// str is given a string, to be quoted and escaped (appendJSONString).
+	str(v string)
+	// text is given compact JSON as json.Marshal writes it.
+	text(b []byte)
+}
+
 // structFields is fieldsOf's answer for one struct type.
 type structFields struct {
 	fields []jsonField
@@ -60,7 +73,7 @@ type structFields struct {
 // value emits the JSON of v.
 func (s *jsonStreamer) value(v reflect.Value) error {
 	if !v.IsValid() {
-		s.text("null")
+		s.literal("null")
 		return nil
 	}
 	switch t := v.Type(); {
@@ -70,7 +83,7 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 	case t.Kind() == reflect.Pointer && predeclaredScalar(t.Elem()):
 		// No methods either.
 		if v.IsNil() {
-			s.text("null")
+			s.literal("null")
 		} else {
 			s.scalarValue(v.Elem())
 		}
@@ -90,7 +103,7 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 	switch v.Kind() {
 	case reflect.Interface, reflect.Pointer:
 		if v.IsNil() {
-			s.text("null")
+			s.literal("null")
 			return nil
 		}
 		return s.value(v.Elem())
@@ -98,16 +111,16 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 		if v.IsNil() || v.Len() < s.split || v.Type().Elem().Kind() == reflect.Uint8 {
 			return s.wholeValue(v)
 		}
-		s.text("[")
+		s.out.punct('[')
 		for i := range v.Len() {
 			if i > 0 {
-				s.text(",")
+				s.out.punct(',')
 			}
 			if err := s.value(v.Index(i)); err != nil {
 				return err
 			}
 		}
-		s.text("]")
+		s.out.punct(']')
 		return nil
 	case reflect.Map:
 		return s.mapValue(v)
@@ -117,17 +130,14 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 	return s.wholeValue(v)
 }
 
-// text emits punctuation or a literal.
-func (s *jsonStreamer) text(t string) {
+// literal emits null, true or false.
+func (s *jsonStreamer) literal(t string) {
 	s.scalar = append(s.scalar[:0], t...)
-	s.emit(s.scalar)
+	s.out.atom(s.scalar)
 }
 
 // str emits a string, quoted and escaped.
-func (s *jsonStreamer) str(v string) {
-	s.scalar = appendJSONString(s.scalar[:0], v)
-	s.emit(s.scalar)
-}
+func (s *jsonStreamer) str(v string) { s.out.str(v) }
 
 // jsonNumber is json.Number, a string that json.Marshal writes bare.
 var jsonNumber = reflect.TypeFor[json.Number]()
@@ -137,26 +147,26 @@ var jsonNumber = reflect.TypeFor[json.Number]()
 // report's leaves, each a call of json.Encoder's otherwise. The caller
 // has checked that v's type has no marshaling of its own.
 func (s *jsonStreamer) scalarValue(v reflect.Value) bool {
-	if v.Type() == jsonNumber {
-		return false
-	}
 	switch v.Kind() {
 	case reflect.String:
+		if v.Type() == jsonNumber {
+			return false
+		}
 		s.str(v.String())
 		return true
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		s.scalar = strconv.AppendInt(s.scalar[:0], v.Int(), 10)
-		s.emit(s.scalar)
+		s.out.atom(s.scalar)
 		return true
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		s.scalar = strconv.AppendUint(s.scalar[:0], v.Uint(), 10)
-		s.emit(s.scalar)
+		s.out.atom(s.scalar)
 		return true
 	case reflect.Bool:
 		if v.Bool() {
-			s.text("true")
+			s.literal("true")
 		} else {
-			s.text("false")
+			s.literal("false")
 		}
 		return true
 	}
@@ -166,13 +176,31 @@ func (s *jsonStreamer) scalarValue(v reflect.Value) bool {
 // predeclaredScalar reports whether t is one of the language's string,
 // integer or boolean types, which have no methods.
 func predeclaredScalar(t reflect.Type) bool {
-	switch t.Kind() {
-	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return t.PkgPath() == "" && t.Name() != ""
+	switch t {
+	case stringType, boolType, intType, int8Type, int16Type, int32Type, int64Type,
+		uintType, uint8Type, uint16Type, uint32Type, uint64Type, uintptrType:
+		return true
 	}
 	return false
 }
+
+// The predeclared scalar types, compared by identity: asking a type for
+// its name and package costs more than marshaling a small integer.
+var (
+	stringType  = reflect.TypeFor[string]()
+	boolType    = reflect.TypeFor[bool]()
+	intType     = reflect.TypeFor[int]()
+	int8Type    = reflect.TypeFor[int8]()
+	int16Type   = reflect.TypeFor[int16]()
+	int32Type   = reflect.TypeFor[int32]()
+	int64Type   = reflect.TypeFor[int64]()
+	uintType    = reflect.TypeFor[uint]()
+	uint8Type   = reflect.TypeFor[uint8]()
+	uint16Type  = reflect.TypeFor[uint16]()
+	uint32Type  = reflect.TypeFor[uint32]()
+	uint64Type  = reflect.TypeFor[uint64]()
+	uintptrType = reflect.TypeFor[uintptr]()
+)
 
 // marshalsItself reports whether v's type, or for an addressable v its
 // pointer type, has its own marshaling (json.Marshaler or
@@ -225,18 +253,18 @@ func (s *jsonStreamer) mapValue(v reflect.Value) error {
 	}
 	keys := v.MapKeys()
 	slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
-	s.text("{")
+	s.out.punct('{')
 	for i, k := range keys {
 		if i > 0 {
-			s.text(",")
+			s.out.punct(',')
 		}
 		s.str(k.String())
-		s.text(":")
+		s.out.punct(':')
 		if err := s.value(v.MapIndex(k)); err != nil {
 			return err
 		}
 	}
-	s.text("}")
+	s.out.punct('}')
 	return nil
 }
 
@@ -260,7 +288,7 @@ func (s *jsonStreamer) structValue(v reflect.Value) error {
 	if !sf.ok {
 		return s.wholeValue(v)
 	}
-	s.text("{")
+	s.out.punct('{')
 	first := true
 	for _, f := range fields {
 		fv := v.Field(f.index)
@@ -268,23 +296,38 @@ func (s *jsonStreamer) structValue(v reflect.Value) error {
 			continue
 		}
 		if !first {
-			s.text(",")
+			s.out.punct(',')
 		}
 		first = false
-		s.emit(f.key)
-		if err := s.value(fv); err != nil {
-			return err
+		s.out.atom(f.key)
+		s.out.punct(':')
+		switch {
+		case f.scalar:
+			s.scalarValue(fv)
+		case f.scalarPointer:
+			if fv.IsNil() {
+				s.literal("null")
+			} else {
+				s.scalarValue(fv.Elem())
+			}
+		default:
+			if err := s.value(fv); err != nil {
+				return err
+			}
 		}
 	}
-	s.text("}")
+	s.out.punct('}')
 	return nil
 }
 
 // jsonField is a struct field json.Marshal encodes.
 type jsonField struct {
 	index     int
-	key       []byte // `"name":`
+	key       []byte // `"name"`
 	omitEmpty bool
+	// scalar: the field is of a predeclared scalar type (value's first
+	// case); scalarPointer: a pointer to one (its second).
+	scalar, scalarPointer bool
 }
 
 // fieldsOf returns the fields of struct type t that json.Marshal encodes,
@@ -317,7 +360,9 @@ func fieldsOf(t reflect.Type) ([]jsonField, bool) {
 			return nil, false
 		}
 		seen[name] = true
-		out = append(out, jsonField{index: i, key: []byte(`"` + name + `":`), omitEmpty: opts == "omitempty"})
+		out = append(out, jsonField{index: i, key: []byte(`"` + name + `"`), omitEmpty: opts == "omitempty",
+			scalar:        predeclaredScalar(f.Type),
+			scalarPointer: f.Type.Kind() == reflect.Pointer && predeclaredScalar(f.Type.Elem())})
 	}
 	return out, true
 }
@@ -374,9 +419,17 @@ func (s *jsonStreamer) whole(x any) error {
 		return err
 	}
 	b := s.buf.Bytes()
-	s.emit(b[:len(b)-1]) // Encode ends the text with a newline
+	s.out.text(b[:len(b)-1]) // Encode ends the text with a newline
 	return nil
 }
+
+// jsonPlain says which ASCII bytes a JSON string holds as they are.
+var jsonPlain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // appendJSONString appends str as json.Marshal writes a string: in
 // quotes, with '"' and '\\' escaped by a backslash, \b, \f, \n, \r and
@@ -390,7 +443,7 @@ func appendJSONString(dst []byte, str string) []byte {
 	for i := 0; i < len(str); {
 		c := str[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if jsonPlain[c] {
 				i++
 				continue
 			}
