@@ -214,15 +214,29 @@ func Add(rep *inspect.Report, w *Walks) {
 		}
 	}
 	indexModules(w.threads)
-	var order []*threadStack
+	// The named frames of every thread share one array too (as the
+	// backtraces' below), sized for the frames walked; tail calls may
+	// outgrow it.
+	walked := 0
+	for i := range w.threads {
+		walked += len(w.threads[i].frames)
+	}
+	named := make([]phys, 0, walked)
+	stacks := make([]threadStack, len(w.threads))
+	order := make([]*threadStack, 0, len(w.threads))
 	for i := range w.threads {
 		wk := &w.threads[i]
-		ts := &threadStack{tid: wk.tid, stop: wk.stop, complete: wk.stop.Complete(), boundaries: map[string]int{}}
+		ts := &stacks[i]
+		*ts = threadStack{tid: wk.tid, stop: wk.stop, complete: wk.stop.Complete(), boundaries: map[string]int{}}
+		start := len(named)
 		for j := range wk.frames {
-			ts.frames = append(ts.frames, b.name(&wk.frames[j]))
+			named = append(named, b.name(&wk.frames[j]))
 			if j+1 < len(wk.frames) {
-				ts.frames = append(ts.frames, b.tailCalls(&wk.frames[j], &wk.frames[j+1])...)
+				named = append(named, b.tailCalls(&wk.frames[j], &wk.frames[j+1])...)
 			}
+		}
+		if len(named) > start {
+			ts.frames = named[start:len(named):len(named)]
 		}
 		b.markCall(ts, wk)
 		b.stacks[wk.tid] = ts
