@@ -466,8 +466,12 @@ func readReports(t target.Target, src inspect.Source, view string, vf viewFlags)
 
 // unwindWhileBuilding unwinds t's threads on other goroutines while build
 // runs on this one, and returns both results once both are done. The
-// runtime the walks are made for is the module inspect.FindRuntime finds
-// (none when it finds none), as Build's; its image is prepared first
+// unwinding has one CPU fewer than there are: the report's walk is one
+// sequence of calls, as long as the unwinding, and had two thirds of a
+// CPU when the unwinding had as many goroutines as CPUs; once it is
+// built, this goroutine helps unwind what is left. The runtime the walks
+// are made for is the module inspect.FindRuntime finds (none when it
+// finds none), as Build's; its image is prepared first
 // (inspect.PrepareImage, done already for a live process), so that the
 // symbols Build would add to it meanwhile (a stripped runtime's recovered
 // functions) are there for every walk. A panic of the unwinding is raised
@@ -479,21 +483,12 @@ func unwindWhileBuilding(t target.Target, build func() (*inspect.Report, error))
 		lib = rt.Name
 		inspect.PrepareImage(rt.Image)
 	}
+	u := stacks.StartUnwind(t, lib, runtime.GOMAXPROCS(0)-1)
 	var walks *stacks.Walks
-	var failed any
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() { failed = recover() }()
-		walks = stacks.Unwind(t, lib)
-	}()
 	rep, err := func() (*inspect.Report, error) {
-		defer func() { <-done }() // also when build panics
+		defer func() { walks = u.Wait() }() // also when build panics
 		return build()
 	}()
-	if failed != nil {
-		panic(failed)
-	}
 	return walks, rep, err
 }
 

@@ -119,59 +119,100 @@ type walk struct {
 // must run while the target is stopped; Add then needs only the target's
 // modules and their images, so the target may be detached (but not
 // closed) before it. It may run while a report of the same target is
-// built: both only read the target's memory.
+// built: both only read the target's memory (see StartUnwind).
 func Unwind(t target.Target, runtimeLib string) *Walks {
-	u := unwind.New(t)
-	ths := t.Threads()
-	w := &Walks{threads: make([]walk, len(ths)), t: t, runtimeLib: runtimeLib}
-	// The threads are walked on every CPU: the target is held stopped
-	// meanwhile, and most of a walk is waiting for its memory reads.
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var failed atomic.Pointer[any] // a walk's panic, raised again below
-	for range min(runtime.GOMAXPROCS(0), len(ths)) {
-		wg.Go(func() {
-			defer func() {
-				if p := recover(); p != nil {
-					failed.CompareAndSwap(nil, &p)
-				}
-			}()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(ths) {
-					return
-				}
-				wk := &w.threads[i]
-				wk.tid, wk.callAt = ths[i].TID, -1
-				wk.frames, wk.stop = u.Unwind(ths[i])
-				for j := range wk.frames {
-					f := &wk.frames[j]
-					if classifyModule(f.Module, runtimeLib) != inspect.KindUser {
-						continue
-					}
-					// By the module alone: naming may yet make _start or
-					// _init system code, whose calls are not looked at, so
-					// a user frame beyond them loses its call (no stack of
-					// an OpenMP thread has one there).
-					if j > 0 && !f.ExactPC() {
-						if callee, ok := unwind.CallTarget(t, f.PC); ok {
-							wk.callAt, wk.callee = j, callee
-						}
-					}
-					break
-				}
-			}
-		})
+	u := StartUnwind(t, runtimeLib, runtime.GOMAXPROCS(0))
+	return u.Wait()
+}
+
+// Unwinding is an Unwind under way (StartUnwind).
+type Unwinding struct {
+	w      *Walks
+	u      *unwind.Unwinder
+	ths    []target.Thread
+	next   atomic.Int64 // the next thread to walk
+	wg     sync.WaitGroup
+	failed atomic.Pointer[any] // a walk's panic, raised again by Wait
+}
+
+// StartUnwind begins Unwind on workers goroutines (none is fine) and
+// returns at once. The threads are walked on every CPU the caller gives:
+// the target is held stopped meanwhile, and most of a walk is waiting for
+// its memory reads. A caller that builds a report meanwhile gives one CPU
+// fewer than it has, so that the report has a CPU of its own (with one
+// more goroutine than CPUs it had two thirds of one, and was the longer
+// of the two), then lends its goroutine with Help when it is done.
+func StartUnwind(t target.Target, runtimeLib string, workers int) *Unwinding {
+	u := &Unwinding{w: &Walks{t: t, runtimeLib: runtimeLib}, u: unwind.New(t)}
+	func() {
+		// Kept for Wait, as a walk's: the caller builds its report first.
+		defer u.keepPanic()
+		u.ths = t.Threads()
+	}()
+	u.w.threads = make([]walk, len(u.ths))
+	for range min(workers, len(u.ths)) {
+		u.wg.Go(u.Help)
 	}
-	wg.Wait()
-	if p := failed.Load(); p != nil {
-		// On the caller's goroutine, whose recover releases the target.
+	return u
+}
+
+// keepPanic, deferred, keeps a panic for Wait.
+func (u *Unwinding) keepPanic() {
+	if p := recover(); p != nil {
+		u.failed.CompareAndSwap(nil, &p)
+	}
+}
+
+// Help walks threads not yet taken on the calling goroutine until none is
+// left. A walk's panic is kept for Wait.
+func (u *Unwinding) Help() {
+	defer u.keepPanic()
+	for {
+		i := int(u.next.Add(1) - 1)
+		if i >= len(u.ths) {
+			return
+		}
+		u.walk(i)
+	}
+}
+
+// walk unwinds thread i.
+func (u *Unwinding) walk(i int) {
+	t, th := u.w.t, u.ths[i]
+	wk := &u.w.threads[i]
+	wk.tid, wk.callAt = th.TID, -1
+	wk.frames, wk.stop = u.u.Unwind(th)
+	for j := range wk.frames {
+		f := &wk.frames[j]
+		if classifyModule(f.Module, u.w.runtimeLib) != inspect.KindUser {
+			continue
+		}
+		// By the module alone: naming may yet make _start or _init
+		// system code, whose calls are not looked at, so a user frame
+		// beyond them loses its call (no stack of an OpenMP thread has
+		// one there).
+		if j > 0 && !f.ExactPC() {
+			if callee, ok := unwind.CallTarget(t, f.PC); ok {
+				wk.callAt, wk.callee = j, callee
+			}
+		}
+		break
+	}
+}
+
+// Wait helps (Help) until every thread is walked, waits for the workers
+// and returns the walks. A walk's panic is raised again here, on the
+// caller's goroutine, whose recover releases the target.
+func (u *Unwinding) Wait() *Walks {
+	u.Help()
+	u.wg.Wait()
+	if p := u.failed.Load(); p != nil {
 		panic(*p)
 	}
 	// Sorted: the order they were met in depends on the walks'.
-	w.warnings = u.Warnings()
-	slices.Sort(w.warnings)
-	return w
+	u.w.warnings = u.u.Warnings()
+	slices.Sort(u.w.warnings)
+	return u.w
 }
 
 // Add fills rep.Backtraces and each thread's UserFrame from the stacks w
