@@ -52,3 +52,18 @@ type Callbacks interface {
 	// of the given kind.
 	ThreadContext(kind ThreadIDKind, id uint64) (ThreadContext, error)
 }
+
+// Prefetcher is Callbacks that can read ahead: the debugger reads, in as
+// few calls as it can, memory the runtime layer is about to read field by
+// field (say one field of each of a thousand threads' descriptors). It is
+// advice: what cannot be read is reported by the reads that follow.
+type Prefetcher interface {
+	Prefetch(addrs []Address)
+}
+
+// Prefetch gives addrs to cb's Prefetch when it has one.
+func Prefetch(cb Callbacks, addrs []Address) {
+	if p, ok := cb.(Prefetcher); ok {
+		p.Prefetch(addrs)
+	}
+}

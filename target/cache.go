@@ -1,7 +1,9 @@
 package target
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -17,6 +19,20 @@ const PageSize = 4096
 type PageReader interface {
 	ReadPages(addr uint64, buf []byte) (int, error)
 }
+
+// PageListReader is a PageReader that also reads scattered pages in one
+// call (MemCache.Prefetch uses it).
+type PageListReader interface {
+	// ReadPageList reads the pages at addrs (page-aligned) into buf, one
+	// PageSize slot each in order, and returns how many it read: the
+	// page after them, when they are fewer than addrs, could not be read.
+	// ErrNoPageList says it cannot read lists at all (any more).
+	ReadPageList(addrs []uint64, buf []byte) (int, error)
+}
+
+// ErrNoPageList is returned by a PageListReader that cannot read lists of
+// pages; MemCache.Prefetch then does nothing.
+var ErrNoPageList = errors.New("reading lists of pages is not supported")
 
 // MemCache serves reads from a cache of target pages, valid for one stop.
 // A read that misses fetches every missing page it spans in a single
@@ -172,6 +188,74 @@ func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 		copy(buf[lo-addr:hi-addr], page[lo-p:hi-p])
 	}
 	return nil
+}
+
+// Prefetch reads the pages holding addrs that are not cached yet, as few
+// calls as the source allows (a PageListReader reads a thousand scattered
+// pages in one, where reading them one by one costs three times as much),
+// and keeps those it could read. It is advice: a page it cannot read is
+// left to the read that needs it, which says why; nothing is done when
+// the source reads no lists. Every page it reads takes room in the
+// cache's memory: ask only for pages likely to be read.
+func (c *MemCache) Prefetch(addrs []uint64) {
+	src, ok := c.src.(PageListReader)
+	if !ok || len(addrs) == 0 {
+		return
+	}
+	gen := c.gen.Load()
+	pages := make([]uint64, 0, len(addrs))
+	for _, a := range addrs {
+		pages = append(pages, a&^(PageSize-1))
+	}
+	slices.Sort(pages)
+	pages = slices.Compact(pages)
+	missing := pages[:0]
+	for _, p := range pages {
+		sh := c.shard(p)
+		sh.mu.Lock()
+		cached := sh.pages[p] != nil
+		sh.mu.Unlock()
+		if !cached {
+			missing = append(missing, p)
+		}
+	}
+	for len(missing) > 0 {
+		n := min(len(missing), maxPageList)
+		block := c.alloc(n)
+		got, err := src.ReadPageList(missing[:n], block)
+		if errors.Is(err, ErrNoPageList) {
+			return
+		}
+		sh := c.shard(missing[0])
+		sh.mu.Lock()
+		sh.misses++
+		sh.mu.Unlock()
+		got = min(max(got, 0), n)
+		for k := range got {
+			c.keep(gen, missing[k], block[k*PageSize:(k+1)*PageSize:(k+1)*PageSize])
+		}
+		// The page after those read could not be: skipped.
+		missing = missing[min(got+1, n):]
+	}
+}
+
+// maxPageList is the most pages one ReadPageList call is given (a
+// system call takes at most 1024 iovecs).
+const maxPageList = 1024
+
+// keep records one page read by Prefetch (fetched from the source in
+// generation gen), unless the cache was invalidated since or another read
+// recorded it meanwhile.
+func (c *MemCache) keep(gen, p uint64, page []byte) {
+	sh := c.shard(p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if c.gen.Load() != gen {
+		return
+	}
+	if _, ok := sh.pages[p]; !ok {
+		sh.pages[p] = page
+	}
 }
 
 // fetch reads the run of pages starting at start into run (one slot per

@@ -286,3 +286,68 @@ func TestAlignedPart(t *testing.T) {
 		t.Errorf("nil: %d bytes", len(got))
 	}
 }
+
+// listReader is holeReader that also reads lists of pages, stopping at
+// the first it cannot read as process_vm_readv does; with refuse set it
+// reads no lists.
+type listReader struct {
+	holeReader
+	lists  [][]uint64 // the lists asked for
+	refuse bool
+}
+
+func (l *listReader) ReadPageList(addrs []uint64, buf []byte) (int, error) {
+	if l.refuse {
+		return 0, ErrNoPageList
+	}
+	l.lists = append(l.lists, append([]uint64(nil), addrs...))
+	for i, a := range addrs {
+		if got, _ := l.ReadPages(a, buf[i*PageSize:(i+1)*PageSize]); got < PageSize {
+			return i, nil
+		}
+	}
+	return len(addrs), nil
+}
+
+// TestMemCachePrefetch: Prefetch reads the pages not cached yet in one
+// list, sorted and without duplicates; the pages after one it cannot read
+// are read in the next list and kept; the reads that follow cost nothing,
+// and a read of the page it could not read fails as it does without
+// Prefetch. A source that reads no lists is left alone.
+func TestMemCachePrefetch(t *testing.T) {
+	src := &listReader{}
+	c := NewMemCache(src)
+	var b [1]byte
+	if err := c.ReadMemory(0x1000, b[:]); err != nil || b[0] != 1 {
+		t.Fatalf("page 1: %v %v", err, b)
+	}
+	c.Prefetch([]uint64{0x4010, 0x1ff0, 0x2000, 0x3008, 0x1000, 0x4020})
+	want := [][]uint64{{0x2000, 0x3000, 0x4000}, {0x4000}}
+	if fmt.Sprint(src.lists) != fmt.Sprint(want) {
+		t.Fatalf("lists read %#x, want %#x", src.lists, want)
+	}
+	calls := src.calls
+	for _, a := range []uint64{0x2000, 0x4fff} {
+		if err := c.ReadMemory(a, b[:]); err != nil || b[0] != byte(a>>12) {
+			t.Fatalf("prefetched page at %#x: %v %v", a, err, b)
+		}
+	}
+	if src.calls != calls {
+		t.Fatalf("reading prefetched pages read the source %d times", src.calls-calls)
+	}
+	if err := c.ReadMemory(0x3000, b[:]); err == nil || err.Error() != "reading 1 bytes at 0x3000: 0x3000: address not mapped" {
+		t.Fatalf("the page Prefetch could not read: %v", err)
+	}
+
+	refusing := &listReader{refuse: true}
+	c = NewMemCache(refusing)
+	c.Prefetch([]uint64{0x1000, 0x2000})
+	if _, fetches := c.Stats(); fetches != 0 || refusing.calls != 0 {
+		t.Fatalf("a source that reads no lists: %d fetches, %d reads", fetches, refusing.calls)
+	}
+	plain := NewMemCache(&holeReader{})
+	plain.Prefetch([]uint64{0x1000})
+	if _, fetches := plain.Stats(); fetches != 0 {
+		t.Fatalf("a source without lists: %d fetches", fetches)
+	}
+}

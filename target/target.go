@@ -64,6 +64,14 @@ type Module struct {
 // Contains reports whether addr lies inside the module's mapped range.
 func (m *Module) Contains(addr uint64) bool { return addr >= m.Start && addr < m.End }
 
+// Prefetcher is a Target that can read ahead, in one go, scattered
+// memory its caller expects to read next: a live process, where one read
+// of a thousand pages costs a third of a thousand reads of one. It is
+// advice: what cannot be read is not reported.
+type Prefetcher interface {
+	Prefetch(addrs []uint64)
+}
+
 // Target is a process image stopped for inspection.
 type Target interface {
 	// PID is the process id (for a core, the one the core recorded).

@@ -102,6 +102,13 @@ func (c *Callbacks) ReadMemory(addr ompd.Address, buf []byte) error {
 	return c.t.ReadMemory(addr, buf)
 }
 
+// Prefetch implements ompd.Prefetcher for a target that reads ahead.
+func (c *Callbacks) Prefetch(addrs []ompd.Address) {
+	if p, ok := c.t.(target.Prefetcher); ok {
+		p.Prefetch(addrs)
+	}
+}
+
 // ReadString implements ompd.Callbacks: it reads in chunks that do not
 // cross a page, so a string near the end of a mapping reads correctly.
 func (c *Callbacks) ReadString(addr ompd.Address, max int) (string, error) {

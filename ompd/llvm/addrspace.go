@@ -207,6 +207,18 @@ func (as *AddressSpace) walkThreads() error {
 			as.walkErr = err
 			return
 		}
+		// Each thread's descriptor lies apart from the others': the
+		// field read below is read ahead for all of them at once.
+		var ahead []ompd.Address
+		for gtid := 0; gtid < int(capacity); gtid++ {
+			if info := leUint(entries[uint64(gtid)*ps:], ps); info != 0 {
+				t := Thread{as: as, th: info + thOff}
+				if a, err := t.pthreadAddr(); err == nil {
+					ahead = append(ahead, a)
+				}
+			}
+		}
+		ompd.Prefetch(as.cb, ahead)
 		for gtid := 0; gtid < int(capacity); gtid++ {
 			info := leUint(entries[uint64(gtid)*ps:], ps)
 			if info == 0 {

@@ -107,9 +107,17 @@ type fakeTarget struct {
 	ctxErr   error
 
 	mu         sync.Mutex
-	asked      map[string]int // symbol name -> lookups
-	hints      map[string]int // fileHint -> lookups
-	maxStrings []int          // the max of every ReadString
+	asked      map[string]int   // symbol name -> lookups
+	hints      map[string]int   // fileHint -> lookups
+	maxStrings []int            // the max of every ReadString
+	prefetched [][]ompd.Address // the lists given to Prefetch
+}
+
+// Prefetch records what it is given (ompd.Prefetcher).
+func (f *fakeTarget) Prefetch(addrs []ompd.Address) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.prefetched = append(f.prefetched, append([]ompd.Address(nil), addrs...))
 }
 
 func newFakeTarget(sizes ompd.TypeSizes) *fakeTarget {

@@ -1,6 +1,7 @@
 package llvm_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"reflect"
@@ -173,6 +174,18 @@ func TestThreads(t *testing.T) {
 			}
 			if n := try(th.ThreadNum()).must(t); n != ts.tid {
 				t.Errorf("%s: ThreadNum() = %d, want %d", ts.name, n, ts.tid)
+			}
+		}
+		// The threads' pthread ids were read ahead, one list of where
+		// each lies, in gtid order.
+		if len(s.b.tgt.prefetched) != 1 || len(s.b.tgt.prefetched[0]) != len(threadSpecs) {
+			t.Fatalf("prefetched %#x; want one list of %d addresses", s.b.tgt.prefetched, len(threadSpecs))
+		}
+		for i, ts := range threadSpecs {
+			var b [8]byte
+			a := s.b.tgt.prefetched[0][i]
+			if err := s.b.tgt.mem.read(a, b[:]); err != nil || binary.LittleEndian.Uint64(b[:]) != ts.pt {
+				t.Errorf("prefetched address %d (%#x) holds %#x (%v); want %s's pthread id %#x", i, a, b, err, ts.name, ts.pt)
 			}
 		}
 		if c := ths[0].Compare(ths[1]); c != -1 || ths[1].Compare(ths[0]) != 1 {

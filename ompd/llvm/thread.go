@@ -39,6 +39,15 @@ func (t *Thread) pthread() (uint64, error) {
 	return t.as.mem.readField(ds, "kmp_desc_base_t", "ds_thread")
 }
 
+// pthreadAddr returns the address of the field pthread reads.
+func (t *Thread) pthreadAddr() (ompd.Address, error) {
+	ds, err := t.desc()
+	if err != nil {
+		return 0, err
+	}
+	return t.as.mem.field(ds, "kmp_desc_base_t", "ds_thread")
+}
+
 // desc returns the address of the thread's descriptor (th_info.ds, a
 // kmp_desc_base_t).
 func (t *Thread) desc() (ompd.Address, error) {

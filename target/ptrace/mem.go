@@ -108,6 +108,39 @@ func (m *memReader) readVM(addr uint64, buf []byte) (int, error) {
 	return done, nil
 }
 
+// ReadPageList implements target.PageListReader with one
+// process_vm_readv of one remote iovec per page. With /proc/TID/mem (the
+// system call refused) it reads no lists.
+func (m *memReader) ReadPageList(addrs []uint64, buf []byte) (int, error) {
+	if m.useFile.Load() {
+		return 0, target.ErrNoPageList
+	}
+	n := min(len(addrs), len(buf)/target.PageSize, maxIovecs)
+	if n == 0 {
+		return 0, nil
+	}
+	remote := make([]unix.RemoteIovec, n)
+	for i, a := range addrs[:n] {
+		remote[i] = unix.RemoteIovec{Base: uintptr(a), Len: target.PageSize}
+	}
+	local := []unix.Iovec{{Base: &buf[0]}}
+	local[0].SetLen(n * target.PageSize)
+	for {
+		got, err := unix.ProcessVMReadv(m.tid, local, remote, 0)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case fallBack(err):
+			return 0, target.ErrNoPageList
+		case err != nil:
+			// The first page cannot be read (EFAULT), or the process is
+			// gone: the reads that need the pages say which.
+			return 0, nil
+		}
+		return got / target.PageSize, nil
+	}
+}
+
 // readFile reads with pread on /proc/TID/mem.
 func (m *memReader) readFile(addr uint64, buf []byte) (int, error) {
 	if m.file == nil {

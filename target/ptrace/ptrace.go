@@ -295,6 +295,23 @@ func (p *Process) ReadPages(addr uint64, buf []byte) (int, error) {
 	return p.mem.ReadPages(addr, buf)
 }
 
+// ReadPageList reads scattered pages straight from the process
+// (target.PageListReader, for the memory cache's Prefetch).
+func (p *Process) ReadPageList(addrs []uint64, buf []byte) (int, error) {
+	if p.closed.Load() {
+		return 0, target.ErrNoPageList
+	}
+	return p.mem.ReadPageList(addrs, buf)
+}
+
+// Prefetch reads ahead the pages holding addrs into the stop's memory
+// cache (target.Prefetcher).
+func (p *Process) Prefetch(addrs []uint64) {
+	if !p.closed.Load() {
+		p.cache.Prefetch(addrs)
+	}
+}
+
 // errClosed is wrapped by reads after Detach (or Close).
 var errClosed = errors.New("detached from the process")
 

@@ -587,6 +587,59 @@ func TestReadMemory(t *testing.T) {
 	}
 }
 
+// TestReadPageList: a list of scattered pages of the fixture's region is
+// read in one call in the order asked; a page past the region's end stops
+// the list there; with /proc/PID/mem lists are not read. Prefetch keeps
+// what it read: the cache then serves those pages without a fetch.
+func TestReadPageList(t *testing.T) {
+	tt := startThreads(t)
+	p := attach(t, tt.pid, Options{})
+	defer p.Close()
+	want := make([]byte, tt.regionLen)
+	for i := range want {
+		want[i] = byte(i*7 + 3)
+	}
+	pages := tt.regionLen / target.PageSize
+	if pages < 4 {
+		t.Fatalf("the region has %d pages; want at least 4", pages)
+	}
+	page := func(i int) uint64 { return tt.region + uint64(i)*target.PageSize }
+	end := tt.region + uint64(tt.regionLen)
+	addrs := []uint64{page(3), page(0), page(2), end, page(1)}
+	buf := make([]byte, len(addrs)*target.PageSize)
+	n, err := p.ReadPageList(addrs, buf)
+	if n != 3 || err != nil {
+		t.Fatalf("ReadPageList: %d, %v; want the 3 pages before the region's end", n, err)
+	}
+	for k, i := range []int{3, 0, 2} {
+		if string(buf[k*target.PageSize:(k+1)*target.PageSize]) != string(want[i*target.PageSize:(i+1)*target.PageSize]) {
+			t.Fatalf("slot %d: not page %d of the region", k, i)
+		}
+	}
+	if n, err := p.ReadPageList([]uint64{end}, buf); n != 0 || err != nil {
+		t.Fatalf("ReadPageList of an unmapped page: %d, %v", n, err)
+	}
+
+	_, before := p.cache.Stats()
+	p.Prefetch([]uint64{page(1) + 5, page(3), end})
+	_, after := p.cache.Stats()
+	if after != before+1 {
+		t.Fatalf("Prefetch made %d fetches; want 1 (one list, whose last page is unmapped)", after-before)
+	}
+	small := make([]byte, 8)
+	if err := p.ReadMemory(page(3)+8, small); err != nil || string(small) != string(want[3*target.PageSize+8:3*target.PageSize+16]) {
+		t.Fatalf("prefetched page: %v", err)
+	}
+	if _, now := p.cache.Stats(); now != after {
+		t.Fatalf("reading a prefetched page fetched %d times", now-after)
+	}
+
+	p.mem.useFile.Store(true)
+	if n, err := p.ReadPageList(addrs, buf); n != 0 || !errors.Is(err, target.ErrNoPageList) {
+		t.Fatalf("ReadPageList through /proc/PID/mem: %d, %v", n, err)
+	}
+}
+
 func TestStoppedProcessStaysStopped(t *testing.T) {
 	tt := startThreads(t)
 	if err := unix.Kill(tt.pid, unix.SIGSTOP); err != nil {
