@@ -70,8 +70,10 @@ func (im *Image) storeSymbols(idx *symIndex) {
 }
 
 // maxPresized bounds the items a decoder makes room for before reading
-// them.
-const maxPresized = 4096
+// them (1.5 MiB of symbols), besides what the bytes left could hold: a
+// C library's debug file has about 10000 symbols, and growing the slices
+// from a smaller start was a fifth of the decoding.
+const maxPresized = 1 << 15
 
 // Symbol flags in the cache.
 const (
@@ -168,7 +170,8 @@ func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
 	// take (an item in memory is several times its bytes here).
 	n := r.count()
 	blob := r.str()
-	if r.bad {
+	// The names are distinct: all but one (empty) take a byte at least.
+	if r.bad || n > uint64(len(blob))+1 {
 		return nil
 	}
 	idx := &symIndex{names: make([]symEntry, 0, min(n, maxPresized))}
@@ -194,7 +197,7 @@ func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
 	}
 	syms := func() []Sym {
 		n := r.count()
-		out := make([]Sym, 0, min(n, maxPresized))
+		out := make([]Sym, 0, min(n, uint64(len(r.b))/4, maxPresized)) // an item takes 4 bytes at least
 		for range n {
 			at := r.uint()
 			if r.bad || at >= uint64(len(idx.names)) {
@@ -212,7 +215,7 @@ func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
 	}
 	idx.syms = syms()
 	nspans := r.count()
-	idx.funcs = make([]span, 0, min(nspans, maxPresized))
+	idx.funcs = make([]span, 0, min(nspans, uint64(len(r.b))/3, maxPresized)) // 3 bytes at least
 	for i := range nspans {
 		lo, size, id := r.uint(), r.uint(), r.uint()
 		if r.bad || size == 0 || lo+size < lo || id >= uint64(len(idx.syms)) || (i > 0 && lo < idx.funcs[i-1].hi) {

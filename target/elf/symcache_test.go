@@ -160,8 +160,8 @@ func TestDecodeSymbols(t *testing.T) {
 	if got := decodeSymbols(b, fileIdentity{}, false); got != nil {
 		t.Error("no debug file now: decoded")
 	}
-	// A count the bytes allow, but whose items are not there: room for
-	// a bounded number of them is made, not for the count.
+	// A count the bytes allow, but whose items are not there: refused
+	// (distinct names take a byte each but one) before room is made.
 	huge := binary.AppendUvarint([]byte{0}, 200000)
 	huge = append(huge, 0) // an empty blob of names
 	huge = append(huge, bytes.Repeat([]byte{0xff}, 200000)...)
