@@ -112,6 +112,10 @@ type memory struct {
 	cb  ompd.Callbacks
 	lay *layout
 	ptr int // pointer size
+	// words holds the buffers uint reads into: one on its stack escapes
+	// through the callback interface, and a report of a thousand threads
+	// reads a hundred thousand fields, each then a small allocation.
+	words sync.Pool
 }
 
 // uint reads an unsigned little-endian integer of size bytes.
@@ -119,7 +123,12 @@ func (m *memory) uint(addr ompd.Address, size uint64) (uint64, error) {
 	if size == 0 || size > 8 {
 		return 0, fmt.Errorf("reading %d-byte integer at %#x: unsupported size", size, addr)
 	}
-	var b [8]byte
+	b, _ := m.words.Get().(*[8]byte)
+	if b == nil {
+		b = new([8]byte)
+	}
+	defer m.words.Put(b)
+	*b = [8]byte{}
 	if err := m.cb.ReadMemory(addr, b[:size]); err != nil {
 		return 0, err
 	}
