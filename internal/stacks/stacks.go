@@ -167,21 +167,34 @@ func (u *Unwinding) keepPanic() {
 // left. A walk's panic is kept for Wait.
 func (u *Unwinding) Help() {
 	defer u.keepPanic()
+	// The frames of the threads this goroutine walks share arrays of
+	// arenaFrames: an array for each thread was a tenth of the walk.
+	var arena []unwind.Frame
 	for {
 		i := int(u.next.Add(1) - 1)
 		if i >= len(u.ths) {
 			return
 		}
-		u.walk(i)
+		if cap(arena)-len(arena) < arenaFrames/4 {
+			arena = make([]unwind.Frame, 0, arenaFrames)
+		}
+		arena = u.walk(i, arena)
 	}
 }
 
-// walk unwinds thread i.
-func (u *Unwinding) walk(i int) {
+// arenaFrames is how many frames an array of Help's holds.
+const arenaFrames = 2048
+
+// walk unwinds thread i, its frames appended to arena, and returns the
+// arena. The thread's frames are a slice of it that appending to the
+// arena cannot reach.
+func (u *Unwinding) walk(i int, arena []unwind.Frame) []unwind.Frame {
 	t, th := u.w.t, u.ths[i]
 	wk := &u.w.threads[i]
 	wk.tid, wk.callAt = th.TID, -1
-	wk.frames, wk.stop = u.u.Unwind(th)
+	start := len(arena)
+	arena, wk.stop = u.u.UnwindAppend(arena, th)
+	wk.frames = arena[start:len(arena):len(arena)]
 	for j := range wk.frames {
 		f := &wk.frames[j]
 		if classifyModule(f.Module, u.w.runtimeLib) != inspect.KindUser {
@@ -198,6 +211,7 @@ func (u *Unwinding) walk(i int) {
 		}
 		break
 	}
+	return arena
 }
 
 // Wait helps (Help) until every thread is walked, waits for the workers

@@ -208,7 +208,12 @@ func (u *Unwinder) cfiCaller(f *Frame, fdes frameEntries, bias uint64, src any, 
 		return Frame{}, Stop{Reason: ReasonOutermost, Detail: fmt.Sprintf("the CFI at %s leaves the return address undefined", where())}, false
 	}
 
-	saved := u.readSaved(r, cfa)
+	buf, _ := u.spans.Get().(*[maxSavedSpan]byte)
+	if buf == nil {
+		buf = new([maxSavedSpan]byte)
+	}
+	defer u.spans.Put(buf)
+	saved := u.readSaved(r, cfa, buf)
 	caller := Frame{How: MethodCFI, regs: f.regs}
 	// By definition of the CFA on x86-64, the caller's rsp.
 	caller.regs.set(regnum.AMD64_Rsp, cfa)
@@ -362,9 +367,10 @@ func (a *savedArea) read(t target.Target, addr uint64) (uint64, error) {
 }
 
 // readSaved reads, in one go, the span of the stack where the row's
-// offset rules say registers are saved. Any problem leaves the area empty
-// and each register is then read alone (and its error reported).
-func (u *Unwinder) readSaved(r *row, cfa uint64) savedArea {
+// offset rules say registers are saved, into buf. Any problem leaves the
+// area empty and each register is then read alone (and its error
+// reported).
+func (u *Unwinder) readSaved(r *row, cfa uint64, buf *[maxSavedSpan]byte) savedArea {
 	lo, hi, found := int64(0), int64(0), false
 	for n := range uint64(NumRegs) {
 		if rl := r.regs[n]; rl.set && rl.kind == frame.RuleOffset {
@@ -384,9 +390,9 @@ func (u *Unwinder) readSaved(r *row, cfa uint64) savedArea {
 	if start+uint64(hi-lo) < start {
 		return savedArea{}
 	}
-	buf := make([]byte, hi-lo)
-	if u.t.ReadMemory(start, buf) != nil {
+	data := buf[:hi-lo]
+	if u.t.ReadMemory(start, data) != nil {
 		return savedArea{}
 	}
-	return savedArea{lo: start, data: buf}
+	return savedArea{lo: start, data: data}
 }

@@ -239,14 +239,22 @@ func frameName(f *Frame) string {
 	return "??"
 }
 
-// unwindAll unwinds every thread of tg.
+// unwindAll unwinds every thread of tg. UnwindAppend, into one array
+// after a frame already there, must find the same frames and stop.
 func unwindAll(t *testing.T, tg target.Target) map[int]ourStack {
 	t.Helper()
 	u := New(tg)
 	out := map[int]ourStack{}
+	arena := []Frame{{PC: 0xdead}}
 	for _, th := range tg.Threads() {
 		frames, stop := u.Unwind(th)
 		out[th.TID] = newOurStack(t, frames, stop)
+		start := len(arena)
+		var astop Stop
+		arena, astop = u.UnwindAppend(arena, th)
+		if fmt.Sprint(arena[start:], astop) != fmt.Sprint(frames, stop) || arena[0].PC != 0xdead {
+			t.Fatalf("thread %d: UnwindAppend found %v, %v; Unwind %v, %v", th.TID, arena[start:], astop, frames, stop)
+		}
 	}
 	for _, w := range u.Warnings() {
 		t.Logf("unwind warning: %s", w)

@@ -311,6 +311,10 @@ type Unwinder struct {
 	// scratch holds *[]Frame slices a walk grows its frames in; the
 	// frames returned are a copy of the right size.
 	scratch sync.Pool
+	// spans holds the *[maxSavedSpan]byte buffers readSaved reads into
+	// (one on the stack escapes through the target's interface: an
+	// allocation for every frame of every thread).
+	spans sync.Pool
 }
 
 // New returns an Unwinder for target t.
@@ -368,20 +372,33 @@ func (u *Unwinder) Unwind(th target.Thread) ([]Frame, Stop) {
 
 // UnwindRegisters is Unwind for a thread whose registers are regs.
 func (u *Unwinder) UnwindRegisters(regs target.Registers) ([]Frame, Stop) {
-	limit := u.MaxFrames
-	if limit <= 0 {
-		limit = DefaultMaxFrames
-	}
-	cur := Frame{How: MethodRegisters, regs: fromRegisters(&regs)}
 	scratch, _ := u.scratch.Get().(*[]Frame)
 	if scratch == nil {
 		scratch = new([]Frame)
 	}
-	frames := (*scratch)[:0]
-	defer func() {
-		*scratch = frames[:0]
-		u.scratch.Put(scratch)
-	}()
+	frames, stop := u.walk((*scratch)[:0], regs)
+	out := slices.Clone(frames)
+	*scratch = frames[:0]
+	u.scratch.Put(scratch)
+	return out, stop
+}
+
+// UnwindAppend is Unwind appending the frames to dst: it returns dst
+// with the thread's frames after what it held. A caller that walks many
+// threads keeps their frames in a few large arrays this way, where
+// Unwind makes an array for each.
+func (u *Unwinder) UnwindAppend(dst []Frame, th target.Thread) ([]Frame, Stop) {
+	return u.walk(dst, th.Regs)
+}
+
+// walk appends to frames those of the thread whose registers are regs.
+func (u *Unwinder) walk(frames []Frame, regs target.Registers) ([]Frame, Stop) {
+	limit := u.MaxFrames
+	if limit <= 0 {
+		limit = DefaultMaxFrames
+	}
+	start := len(frames)
+	cur := Frame{How: MethodRegisters, regs: fromRegisters(&regs)}
 	for {
 		cur.PC, _ = cur.regs.get(regnum.AMD64_Rip)
 		cur.SP, _ = cur.regs.get(regnum.AMD64_Rsp)
@@ -395,10 +412,10 @@ func (u *Unwinder) UnwindRegisters(regs target.Registers) ([]Frame, Stop) {
 		caller, stop, ok := u.step(f)
 		if !ok {
 			stop.PC = f.PC
-			return slices.Clone(frames), stop
+			return frames, stop
 		}
-		if len(frames) >= limit {
-			return slices.Clone(frames), Stop{Reason: ReasonLimit, PC: f.PC, Detail: fmt.Sprintf("%d frames (limit MaxFrames)", limit)}
+		if len(frames)-start >= limit {
+			return frames, Stop{Reason: ReasonLimit, PC: f.PC, Detail: fmt.Sprintf("%d frames (limit MaxFrames)", limit)}
 		}
 		cur = caller
 	}
