@@ -376,7 +376,7 @@ func TestAppendJSONString(t *testing.T) {
 }
 
 // BenchmarkWriteJSON writes the all view of the corpus's barrier core
-// with its backtraces repeated for 1024 threads, split as writeJSON
+// with its threads, tasks, ICVs and backtraces repeated for 1024 threads, split as writeJSON
 // splits (split16) and everything split (split0).
 func BenchmarkWriteJSON(b *testing.B) {
 	dir := filepath.Join(fixture.RepoRoot(b), "testdata", "cores")
@@ -404,6 +404,8 @@ func BenchmarkWriteJSON(b *testing.B) {
 	for len(all.Backtraces) < 1024 {
 		all.Backtraces = append(all.Backtraces, reps[0].Backtraces...)
 		all.Threads = append(all.Threads, reps[0].Threads...)
+		all.Tasks = append(all.Tasks, reps[0].Tasks...)
+		all.ICVs = append(all.ICVs, reps[0].ICVs...)
 	}
 	for _, split := range []int{jsonSplit, 0} {
 		b.Run(fmt.Sprintf("split%d", split), func(b *testing.B) {

@@ -42,13 +42,8 @@ type jsonStreamer struct {
 	depth  int // of the value being emitted
 	buf    bytes.Buffer
 	enc    *json.Encoder
-	fields map[reflect.Type]structFields // fieldsOf's answers
-	// lastStruct and lastFields are the last struct type met and its
-	// fields: a report's long slices are of one struct type.
-	lastStruct reflect.Type
-	lastFields structFields
-	marshals   map[reflect.Type]bool // has's answers
-	scalar     []byte                // the text of the last scalar emitted
+	types  map[reflect.Type]*typeInfo // info's answers
+	scalar []byte                     // the text of the last scalar emitted
 }
 
 // jsonSink is what jsonStreamer gives its pieces to; a slice given is
@@ -70,18 +65,54 @@ type structFields struct {
 	ok     bool
 }
 
+// typeInfo is what jsonStreamer knows of one type, looked up once.
+type typeInfo struct {
+	// scalar: a predeclared string, integer or boolean type;
+	// scalarPointer: a pointer to one. Neither has methods.
+	scalar, scalarPointer bool
+	// marshals: the type has its own marshaling (json.Marshaler or
+	// encoding.TextMarshaler); addrMarshals: its pointer type has, and
+	// it is not a pointer itself.
+	marshals, addrMarshals bool
+	// fields are a struct type's (fieldsOf), found when first needed.
+	fields     structFields
+	fieldsDone bool
+}
+
+// info returns what is known of t.
+func (s *jsonStreamer) info(t reflect.Type) *typeInfo {
+	if ti := s.types[t]; ti != nil {
+		return ti
+	}
+	if s.types == nil {
+		s.types = map[reflect.Type]*typeInfo{}
+	}
+	ti := &typeInfo{
+		scalar:        predeclaredScalar(t),
+		scalarPointer: t.Kind() == reflect.Pointer && predeclaredScalar(t.Elem()),
+		marshals:      has(t),
+	}
+	ti.addrMarshals = t.Kind() != reflect.Pointer && has(reflect.PointerTo(t))
+	s.types[t] = ti
+	return ti
+}
+
 // value emits the JSON of v.
 func (s *jsonStreamer) value(v reflect.Value) error {
 	if !v.IsValid() {
 		s.literal("null")
 		return nil
 	}
-	switch t := v.Type(); {
-	case predeclaredScalar(t):
+	return s.typedValue(v, s.info(v.Type()))
+}
+
+// typedValue emits the JSON of v, whose type ti describes.
+func (s *jsonStreamer) typedValue(v reflect.Value, ti *typeInfo) error {
+	switch {
+	case ti.scalar:
 		s.scalarValue(v)
 		return nil
-	case t.Kind() == reflect.Pointer && predeclaredScalar(t.Elem()):
-		// No methods either.
+	case ti.scalarPointer:
 		if v.IsNil() {
 			s.literal("null")
 		} else {
@@ -89,7 +120,7 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 		}
 		return nil
 	}
-	if x, ok := s.marshalsItself(v); ok {
+	if x, ok := s.marshalsItself(v, ti); ok {
 		return s.whole(x)
 	}
 	if s.scalarValue(v) {
@@ -111,12 +142,13 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 		if v.IsNil() || v.Len() < s.split || v.Type().Elem().Kind() == reflect.Uint8 {
 			return s.wholeValue(v)
 		}
+		elem := s.info(v.Type().Elem())
 		s.out.punct('[')
 		for i := range v.Len() {
 			if i > 0 {
 				s.out.punct(',')
 			}
-			if err := s.value(v.Index(i)); err != nil {
+			if err := s.typedValue(v.Index(i), elem); err != nil {
 				return err
 			}
 		}
@@ -125,7 +157,7 @@ func (s *jsonStreamer) value(v reflect.Value) error {
 	case reflect.Map:
 		return s.mapValue(v)
 	case reflect.Struct:
-		return s.structValue(v)
+		return s.structValue(v, ti)
 	}
 	return s.wholeValue(v)
 }
@@ -176,10 +208,33 @@ func (s *jsonStreamer) scalarValue(v reflect.Value) bool {
 // predeclaredScalar reports whether t is one of the language's string,
 // integer or boolean types, which have no methods.
 func predeclaredScalar(t reflect.Type) bool {
-	switch t {
-	case stringType, boolType, intType, int8Type, int16Type, int32Type, int64Type,
-		uintType, uint8Type, uint16Type, uint32Type, uint64Type, uintptrType:
-		return true
+	switch t.Kind() {
+	case reflect.String:
+		return t == stringType
+	case reflect.Bool:
+		return t == boolType
+	case reflect.Int:
+		return t == intType
+	case reflect.Int8:
+		return t == int8Type
+	case reflect.Int16:
+		return t == int16Type
+	case reflect.Int32:
+		return t == int32Type
+	case reflect.Int64:
+		return t == int64Type
+	case reflect.Uint:
+		return t == uintType
+	case reflect.Uint8:
+		return t == uint8Type
+	case reflect.Uint16:
+		return t == uint16Type
+	case reflect.Uint32:
+		return t == uint32Type
+	case reflect.Uint64:
+		return t == uint64Type
+	case reflect.Uintptr:
+		return t == uintptrType
 	}
 	return false
 }
@@ -202,39 +257,24 @@ var (
 	uintptrType = reflect.TypeFor[uintptr]()
 )
 
-// marshalsItself reports whether v's type, or for an addressable v its
-// pointer type, has its own marshaling (json.Marshaler or
+// marshalsItself reports whether v's type (ti), or for an addressable v
+// its pointer type, has its own marshaling (json.Marshaler or
 // encoding.TextMarshaler), and returns what json.Marshal is to be given.
-func (s *jsonStreamer) marshalsItself(v reflect.Value) (any, bool) {
-	t := v.Type()
-	if v.Kind() == reflect.Interface && s.has(t) {
+func (s *jsonStreamer) marshalsItself(v reflect.Value, ti *typeInfo) (any, bool) {
+	switch {
+	case ti.marshals && v.Kind() == reflect.Interface:
 		// An interface of a marshaling type (a json.Marshaler field, say):
 		// json.Marshal calls its method even on a nil pointer it holds,
 		// which it does only when given the interface by address.
-		p := reflect.New(t)
+		p := reflect.New(v.Type())
 		p.Elem().Set(v)
 		return p.Interface(), true
-	}
-	if s.has(t) {
+	case ti.marshals:
 		return v.Interface(), true
-	}
-	if v.Kind() != reflect.Pointer && v.CanAddr() && s.has(reflect.PointerTo(t)) {
+	case ti.addrMarshals && v.CanAddr():
 		return v.Addr().Interface(), true
 	}
 	return nil, false
-}
-
-// has is the package's has, remembered by type.
-func (s *jsonStreamer) has(t reflect.Type) bool {
-	h, ok := s.marshals[t]
-	if !ok {
-		if s.marshals == nil {
-			s.marshals = map[reflect.Type]bool{}
-		}
-		h = has(t)
-		s.marshals[t] = h
-	}
-	return h
 }
 
 var (
@@ -269,28 +309,21 @@ func (s *jsonStreamer) mapValue(v reflect.Value) error {
 }
 
 // structValue emits a struct field by field, as json.Marshal encodes it,
-// or whole when its fields use what fieldsOf does not model.
-func (s *jsonStreamer) structValue(v reflect.Value) error {
-	t := v.Type()
-	sf, known := s.lastFields, t == s.lastStruct
-	if !known {
-		sf, known = s.fields[t]
+// or whole when its fields use what fieldsOf does not model. ti
+// describes its type.
+func (s *jsonStreamer) structValue(v reflect.Value, ti *typeInfo) error {
+	if !ti.fieldsDone {
+		ti.fields.fields, ti.fields.ok = fieldsOf(v.Type())
+		ti.fieldsDone = true
 	}
-	if !known {
-		if s.fields == nil {
-			s.fields = map[reflect.Type]structFields{}
-		}
-		sf.fields, sf.ok = fieldsOf(t)
-		s.fields[t] = sf
-	}
-	s.lastStruct, s.lastFields = t, sf
-	fields := sf.fields
-	if !sf.ok {
+	if !ti.fields.ok {
 		return s.wholeValue(v)
 	}
+	fields := ti.fields.fields
 	s.out.punct('{')
 	first := true
-	for _, f := range fields {
+	for i := range fields {
+		f := &fields[i]
 		fv := v.Field(f.index)
 		if f.omitEmpty && isEmptyJSON(fv) {
 			continue
@@ -311,7 +344,10 @@ func (s *jsonStreamer) structValue(v reflect.Value) error {
 				s.scalarValue(fv.Elem())
 			}
 		default:
-			if err := s.value(fv); err != nil {
+			if f.info == nil {
+				f.info = s.info(f.typ)
+			}
+			if err := s.typedValue(fv, f.info); err != nil {
 				return err
 			}
 		}
@@ -328,6 +364,8 @@ type jsonField struct {
 	// scalar: the field is of a predeclared scalar type (value's first
 	// case); scalarPointer: a pointer to one (its second).
 	scalar, scalarPointer bool
+	typ                   reflect.Type
+	info                  *typeInfo // typ's, found when first needed
 }
 
 // fieldsOf returns the fields of struct type t that json.Marshal encodes,
@@ -361,6 +399,7 @@ func fieldsOf(t reflect.Type) ([]jsonField, bool) {
 		}
 		seen[name] = true
 		out = append(out, jsonField{index: i, key: []byte(`"` + name + `"`), omitEmpty: opts == "omitempty",
+			typ:           f.Type,
 			scalar:        predeclaredScalar(f.Type),
 			scalarPointer: f.Type.Kind() == reflect.Pointer && predeclaredScalar(f.Type.Elem())})
 	}
