@@ -28,6 +28,15 @@ type AddressSpace struct {
 	walkErr   error
 
 	locks lockFacts // what BlockedOn reads once
+
+	identMu sync.Mutex
+	idents  map[ompd.Address]identLocation // identLocation's answers, by ident_t address
+}
+
+// identLocation is one answer of AddressSpace.identLocation.
+type identLocation struct {
+	loc ompd.Location
+	err error
 }
 
 // ProcessInitialize creates the address space handle of a process whose

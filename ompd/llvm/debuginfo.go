@@ -44,6 +44,25 @@ func (as *AddressSpace) identLocation(ident ompd.Address) (ompd.Location, error)
 	if ident == 0 {
 		return ompd.Location{}, ompd.ErrNoLocation
 	}
+	// A thousand tasks of one region share its ident_t: read once.
+	as.identMu.Lock()
+	r, ok := as.idents[ident]
+	as.identMu.Unlock()
+	if ok {
+		return r.loc, r.err
+	}
+	r.loc, r.err = as.readIdentLocation(ident)
+	as.identMu.Lock()
+	if as.idents == nil {
+		as.idents = map[ompd.Address]identLocation{}
+	}
+	as.idents[ident] = r
+	as.identMu.Unlock()
+	return r.loc, r.err
+}
+
+// readIdentLocation reads what identLocation returns.
+func (as *AddressSpace) readIdentLocation(ident ompd.Address) (ompd.Location, error) {
 	ps, err := as.readTyped(ident, "ident_t", "psource")
 	if err != nil {
 		return ompd.Location{}, err

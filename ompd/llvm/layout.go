@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
 )
@@ -20,6 +22,43 @@ type layout struct {
 	// fields are the offsets and sizes of fields read (fieldAt): one
 	// lookup for a field read, where there would be two of vals.
 	fields map[[2]string][2]uint64
+	// recent serve vals and fields without a lock or a hash of the
+	// names (recentSlot): a report of a thousand threads makes a hundred
+	// thousand lookups of a few hundred keys, most named by the same
+	// string constants each time.
+	recentVals   [recentSlots]atomic.Pointer[recentValue]
+	recentFields [recentSlots]atomic.Pointer[recentValue]
+}
+
+// recentValue is one answer kept in a recent slot: the value of k, or
+// for fields the offset (v) and size (v2) of k.typ's k.field.
+type recentValue struct {
+	k     layoutKey
+	v, v2 uint64
+}
+
+// recentSlots is the size of a layout's recent tables (a power of two).
+const recentSlots = 512
+
+// recentSlot is the slot of k in a recent table: a hash of where its
+// strings' bytes lie, which is the same for every use of one constant.
+// Keys whose strings lie elsewhere only miss, and are looked up in the
+// maps.
+func recentSlot(k layoutKey) int {
+	h := uintptr(unsafe.Pointer(unsafe.StringData(k.typ)))*0x9e3779b1 ^
+		uintptr(unsafe.Pointer(unsafe.StringData(k.field)))*0x85ebca6b ^
+		uintptr(unsafe.Pointer(unsafe.StringData(k.prefix)))
+	return int((h ^ h>>17) & (recentSlots - 1))
+}
+
+// holds reports whether e is the answer for k.
+func (e *recentValue) holds(k layoutKey) bool {
+	return e != nil && sameString(e.k.typ, k.typ) && sameString(e.k.field, k.field) && sameString(e.k.prefix, k.prefix)
+}
+
+// sameString is a == b, at once when both are the same bytes.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 // layoutKey names a layout symbol by its parts: a key is built for every
@@ -43,10 +82,15 @@ func newLayout(cb ompd.Callbacks, hint string) *layout {
 
 // value returns the 64-bit value stored at the symbol k names.
 func (l *layout) value(k layoutKey) (uint64, error) {
+	slot := &l.recentVals[recentSlot(k)]
+	if e := slot.Load(); e.holds(k) {
+		return e.v, nil
+	}
 	l.mu.Lock()
 	v, ok := l.vals[k]
 	l.mu.Unlock()
 	if ok {
+		slot.Store(&recentValue{k: k, v: v})
 		return v, nil
 	}
 	name := k.name()
@@ -62,6 +106,7 @@ func (l *layout) value(k layoutKey) (uint64, error) {
 	l.mu.Lock()
 	l.vals[k] = v
 	l.mu.Unlock()
+	slot.Store(&recentValue{k: k, v: v})
 	return v, nil
 }
 
@@ -82,11 +127,17 @@ func (l *layout) fieldSize(typ, field string) (uint64, error) {
 
 // offsetSize is the offset and the size of field in typ.
 func (l *layout) offsetSize(typ, field string) (off, size uint64, err error) {
+	rk := layoutKey{typ: typ, field: field}
+	slot := &l.recentFields[recentSlot(rk)]
+	if e := slot.Load(); e.holds(rk) {
+		return e.v, e.v2, nil
+	}
 	k := [2]string{typ, field}
 	l.mu.Lock()
 	v, ok := l.fields[k]
 	l.mu.Unlock()
 	if ok {
+		slot.Store(&recentValue{k: rk, v: v[0], v2: v[1]})
 		return v[0], v[1], nil
 	}
 	if off, err = l.offset(typ, field); err != nil {
@@ -98,6 +149,7 @@ func (l *layout) offsetSize(typ, field string) (off, size uint64, err error) {
 	l.mu.Lock()
 	l.fields[k] = [2]uint64{off, size}
 	l.mu.Unlock()
+	slot.Store(&recentValue{k: rk, v: off, v2: size})
 	return off, size, nil
 }
 
