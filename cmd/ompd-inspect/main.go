@@ -435,8 +435,9 @@ func readReports(t target.Target, src inspect.Source, view string, vf viewFlags)
 	}
 	var out []readReport
 	for i, name := range names {
-		build := func() (*inspect.Report, error) {
-			return inspect.Build(t, src, inspect.Options{Backend: name, Library: vf.library})
+		build := func(opts inspect.Options) (*inspect.Report, error) {
+			opts.Backend, opts.Library = name, vf.library
+			return inspect.Build(t, src, opts)
 		}
 		var walks *stacks.Walks
 		var rep *inspect.Report
@@ -444,7 +445,7 @@ func readReports(t target.Target, src inspect.Source, view string, vf viewFlags)
 		if i == 0 && stackViews[view] {
 			walks, rep, err = unwindWhileBuilding(t, build)
 		} else {
-			rep, err = build()
+			rep, err = build(inspect.Options{})
 		}
 		if err != nil {
 			return nil, err
@@ -471,10 +472,12 @@ func readReports(t target.Target, src inspect.Source, view string, vf viewFlags)
 // finds none), as Build's; its image is prepared first
 // (inspect.PrepareImage, done already for a live process), so that the
 // symbols Build would add to it meanwhile (a stripped runtime's recovered
-// functions) are there for every walk. A panic of the unwinding is raised
-// again here, after build returned: the caller's recover then releases a
-// target nothing reads any more.
-func unwindWhileBuilding(t target.Target, build func() (*inspect.Report, error)) (*stacks.Walks, *inspect.Report, error) {
+// functions) are there for every walk. build is given the walks
+// (Options.Stacks), so that the report reads a thread's call into the
+// runtime from them. A panic of the unwinding is raised again here, after
+// build returned: the caller's recover then releases a target nothing
+// reads any more.
+func unwindWhileBuilding(t target.Target, build func(inspect.Options) (*inspect.Report, error)) (*stacks.Walks, *inspect.Report, error) {
 	var lib string
 	if rt, err := inspect.FindRuntime(t); err == nil {
 		lib = rt.Name
@@ -484,7 +487,7 @@ func unwindWhileBuilding(t target.Target, build func() (*inspect.Report, error))
 	var walks *stacks.Walks
 	rep, err := func() (*inspect.Report, error) {
 		defer func() { walks = u.Wait() }() // also when build panics
-		return build()
+		return build(inspect.Options{Stacks: u.Frames})
 	}()
 	return walks, rep, err
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
 	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/unwind"
 )
 
 // panickyTarget is a target without modules whose Threads panics when
@@ -30,9 +31,22 @@ func (p *panickyTarget) Close() error                    { return nil }
 func TestUnwindWhileBuilding(t *testing.T) {
 	rep := &inspect.Report{}
 	errBuild := errors.New("build failed")
-	walks, got, err := unwindWhileBuilding(&panickyTarget{}, func() (*inspect.Report, error) { return rep, errBuild })
+	var stacksOK, unknownOK bool
+	var frames int
+	walks, got, err := unwindWhileBuilding(&panickyTarget{}, func(opts inspect.Options) (*inspect.Report, error) {
+		// The build is given the walks: thread 42's (its registers'
+		// frame; its memory is unreadable), none of thread 7.
+		var fs []unwind.Frame
+		fs, stacksOK = opts.Stacks(&target.Thread{TID: 42})
+		frames = len(fs)
+		_, unknownOK = opts.Stacks(&target.Thread{TID: 7})
+		return rep, errBuild
+	})
 	if got != rep || !errors.Is(err, errBuild) || walks == nil || walks.Runtime() != "" {
 		t.Fatalf("got report %p (want %p), error %v, walks %v", got, rep, err, walks)
+	}
+	if !stacksOK || frames != 1 || unknownOK {
+		t.Fatalf("Options.Stacks: thread 42 %v with %d frames, thread 7 %v; want true with 1, false", stacksOK, frames, unknownOK)
 	}
 
 	raised := func(f func()) (p any) {
@@ -42,7 +56,7 @@ func TestUnwindWhileBuilding(t *testing.T) {
 	}
 	built := false
 	p := raised(func() {
-		unwindWhileBuilding(&panickyTarget{panicThreads: true}, func() (*inspect.Report, error) {
+		unwindWhileBuilding(&panickyTarget{panicThreads: true}, func(inspect.Options) (*inspect.Report, error) {
 			built = true
 			return rep, nil
 		})
@@ -51,7 +65,7 @@ func TestUnwindWhileBuilding(t *testing.T) {
 		t.Fatalf("a panic while unwinding: raised %v (built %v); want it raised after the build", p, built)
 	}
 	p = raised(func() {
-		unwindWhileBuilding(&panickyTarget{}, func() (*inspect.Report, error) {
+		unwindWhileBuilding(&panickyTarget{}, func(inspect.Options) (*inspect.Report, error) {
 			panic("build exploded")
 		})
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/ompd/gomp"
 	"github.com/ompd-inspect/ompd-inspect/ompd/llvm"
 	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/unwind"
 )
 
 // MaxNesting bounds every walk up a chain of regions or tasks; a longer
@@ -38,6 +39,12 @@ type Options struct {
 	// Library is the OMPD library the dll backend loads; empty means the
 	// one the runtime names in ompd_dll_locations.
 	Library string
+	// Stacks, when not nil, gives a thread's native stack walked from its
+	// registers to its outermost frame (false when it has none): the
+	// stacks unwound while the report is built. The report then reads a
+	// thread's call into the runtime from it, where it would walk the
+	// thread's stack again.
+	Stacks func(th *target.Thread) ([]unwind.Frame, bool)
 }
 
 // Build inspects a stopped target and returns its report.
@@ -63,6 +70,7 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	}
 	cb := NewCallbacks(t, rt)
 	cb.UseKnowledge(know)
+	cb.stacks = opts.Stacks
 	if err := know.CheckMemory(t, rt); err != nil {
 		return degraded(t, src, rt, err)
 	}
@@ -94,6 +102,7 @@ func buildGNU(t target.Target, src Source, opts Options, rt *target.Module) (*Re
 		return nil, fmt.Errorf("the dll backend: %s is GNU libgomp, for which no OMPD library exists; the native backend reads it", rt.Name)
 	}
 	cb := NewCallbacks(t, rt)
+	cb.stacks = opts.Stacks
 	gas, err := gomp.NewAddressSpace(cb)
 	if err != nil {
 		return degraded(t, src, rt, err)

@@ -34,6 +34,8 @@ type Callbacks struct {
 
 	unwOnce sync.Once
 	unw     *unwind.Unwinder // short walks for CallSite
+	// stacks gives the walks CallSite reads instead (Options.Stacks).
+	stacks func(th *target.Thread) ([]unwind.Frame, bool)
 
 	tiOnce   sync.Once
 	ti       typeLayouts
@@ -198,17 +200,26 @@ const callSiteLeading = 4
 // CallSite implements ompd.CallSiteReader: the thread's stack is walked
 // from its innermost frame over at most a few library frames, then over
 // the runtime's frames; the first frame below them is the caller, and its
-// call is the site when it called one of callees.
+// call is the site when it called one of callees. The walk is the one
+// Options.Stacks gives when there is one, its first callSiteFrames frames.
 func (c *Callbacks) CallSite(ctx ompd.ThreadContext, callees []ompd.Address) (ompd.CallSite, bool) {
 	th, ok := ctx.(*target.Thread)
 	if !ok || c.runtime == nil {
 		return ompd.CallSite{}, false
 	}
-	c.unwOnce.Do(func() {
-		c.unw = unwind.New(c.t)
-		c.unw.MaxFrames = callSiteFrames
-	})
-	frames, _ := c.unw.Unwind(*th)
+	var frames []unwind.Frame
+	walked := false
+	if c.stacks != nil {
+		frames, walked = c.stacks(th)
+		frames = frames[:min(len(frames), callSiteFrames)]
+	}
+	if !walked {
+		c.unwOnce.Do(func() {
+			c.unw = unwind.New(c.t)
+			c.unw.MaxFrames = callSiteFrames
+		})
+		frames, _ = c.unw.Unwind(*th)
+	}
 	i := 0
 	for i < len(frames) && i < callSiteLeading && !c.inRuntime(frames[i].Module) {
 		i++

@@ -130,10 +130,19 @@ type Unwinding struct {
 	w      *Walks
 	u      *unwind.Unwinder
 	ths    []target.Thread
-	next   atomic.Int64 // the next thread to walk
+	byTID  map[int]int    // index in ths by thread id
+	state  []atomic.Int32 // of each thread's walk: walkFree, walkTaken, walkDone
+	next   atomic.Int64   // the next thread to walk
 	wg     sync.WaitGroup
 	failed atomic.Pointer[any] // a walk's panic, raised again by Wait
 }
+
+// States of a thread's walk in an Unwinding.
+const (
+	walkFree  = iota // no one walks it yet
+	walkTaken        // a goroutine walks it
+	walkDone         // its frames are there (none if the walk panicked)
+)
 
 // StartUnwind begins Unwind on workers goroutines (none is fine) and
 // returns at once. The threads are walked on every CPU the caller gives:
@@ -150,6 +159,11 @@ func StartUnwind(t target.Target, runtimeLib string, workers int) *Unwinding {
 		u.ths = t.Threads()
 	}()
 	u.w.threads = make([]walk, len(u.ths))
+	u.state = make([]atomic.Int32, len(u.ths))
+	u.byTID = make(map[int]int, len(u.ths))
+	for i := range u.ths {
+		u.byTID[u.ths[i].TID] = i
+	}
 	for range min(workers, len(u.ths)) {
 		u.wg.Go(u.Help)
 	}
@@ -175,11 +189,38 @@ func (u *Unwinding) Help() {
 		if i >= len(u.ths) {
 			return
 		}
+		if !u.state[i].CompareAndSwap(walkFree, walkTaken) {
+			continue // Frames walked it
+		}
 		if cap(arena)-len(arena) < arenaFrames/4 {
 			arena = make([]unwind.Frame, 0, arenaFrames)
 		}
 		arena = u.walk(i, arena)
 	}
+}
+
+// Frames returns the frames of thread th of the target, walking it now on
+// the calling goroutine unless another has (waiting for that walk to
+// end). The report built beside the unwinding asks this of a thread whose
+// call into the runtime it reads (the lock a thread waits for, on a
+// runtime that records no state): one walk of each thread instead of two.
+// It returns false for a thread the unwinding does not know.
+func (u *Unwinding) Frames(th *target.Thread) ([]unwind.Frame, bool) {
+	i, ok := u.byTID[th.TID]
+	if !ok {
+		return nil, false
+	}
+	if u.state[i].CompareAndSwap(walkFree, walkTaken) {
+		func() {
+			defer u.keepPanic()
+			u.walk(i, nil)
+		}()
+	}
+	// A walk takes tens of microseconds.
+	for u.state[i].Load() != walkDone {
+		runtime.Gosched()
+	}
+	return u.w.threads[i].frames, true
 }
 
 // arenaFrames is how many frames an array of Help's holds.
@@ -189,6 +230,9 @@ const arenaFrames = 2048
 // arena. The thread's frames are a slice of it that appending to the
 // arena cannot reach.
 func (u *Unwinding) walk(i int, arena []unwind.Frame) []unwind.Frame {
+	// Done, with or without frames, also when the walk panics: a
+	// goroutine in Frames waits for it.
+	defer u.state[i].Store(walkDone)
 	t, th := u.w.t, u.ths[i]
 	wk := &u.w.threads[i]
 	wk.tid, wk.callAt = th.TID, -1
