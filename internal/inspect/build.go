@@ -910,19 +910,23 @@ func (b *builder) icvs() {
 	for _, icv := range scoped[ompd.ScopeAddressSpace] {
 		add(icv, nil, b.as)
 	}
+	// Each owner is made an interface value once, not once per ICV.
 	for i, h := range b.threadH {
+		owner := any(b.ompTIDs[i])
 		for _, icv := range scoped[ompd.ScopeThread] {
-			add(icv, b.ompTIDs[i], h)
+			add(icv, owner, h)
 		}
 	}
 	for i, reg := range b.r.Regions { // index i is the region's in b.regions until normalize
+		owner := any(reg.ID)
 		for _, icv := range scoped[ompd.ScopeParallel] {
-			add(icv, reg.ID, b.regions.At(i))
+			add(icv, owner, b.regions.At(i))
 		}
 	}
 	for i, t := range b.r.Tasks {
+		owner := any(t.ID)
 		for _, icv := range scoped[ompd.ScopeTask] {
-			add(icv, t.ID, b.tasks.At(i))
+			add(icv, owner, b.tasks.At(i))
 		}
 	}
 }
