@@ -501,6 +501,7 @@ func finishReports(read []readReport) []*inspect.Report {
 	for _, r := range read {
 		if r.walks != nil {
 			stacks.Add(r.rep, r.walks)
+			stacks.KeepRows(r.walks)
 		}
 		waits.Analyze(r.rep)
 		reps = append(reps, r.rep)

@@ -1134,10 +1134,25 @@ func indexModules(walks []walk) {
 }
 
 // PrepareUnwind does on the file of one of a target's modules, before
-// the target is stopped, the work Unwind will do on it: its call frame
+// the target is stopped, the work Unwind will do on it: the rows an
+// earlier run kept are read (unwind.PrepareRows), or else its call frame
 // information is parsed (Unwind reports what cannot be read).
 func PrepareUnwind(im *elf.Image) {
+	if unwind.PrepareRows(im) {
+		return
+	}
 	_, _ = im.FrameEntries()
+}
+
+// KeepRows keeps for later runs what the call frame information of w's
+// target's modules said at the pcs the walks met (unwind.KeepRows). Call
+// it once the target is released: it may write files.
+func KeepRows(w *Walks) {
+	for _, m := range w.t.Modules() {
+		if m.Image != nil {
+			unwind.KeepRows(m.Image)
+		}
+	}
 }
 
 // smallDWARF is the size of .debug_info up to which PrepareImage indexes

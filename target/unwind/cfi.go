@@ -71,7 +71,11 @@ func protect(f func() error) (err error) {
 
 // rowAt returns the unwind rules at link-time address pc of src, whose
 // frame description entries are fdes.
-func (u *Unwinder) rowAt(src any, fdes frameEntries, pc uint64) *row {
+// rowAt returns the row of the link-time pc of the image src (an
+// *elf.Image or a *memImage): from the Unwinder's rows, the image's rows
+// (kept by an earlier run, or computed by another Unwinder), or computed
+// now from its entries (fdesOf).
+func (u *Unwinder) rowAt(src any, pc uint64) *row {
 	key := rowKey{src, pc}
 	u.mu.Lock()
 	r := u.rows[key]
@@ -79,7 +83,26 @@ func (u *Unwinder) rowAt(src any, fdes frameEntries, pc uint64) *row {
 	if r != nil {
 		return r
 	}
-	r = u.computeRow(fdes, pc)
+	var ir *imageRows
+	if im, ok := src.(*elf.Image); ok && im != nil {
+		ir = rowsOf(im)
+		var kept bool
+		r, kept = ir.get(pc)
+		if r != nil && !kept {
+			// Computed in this run by another Unwinder: this one
+			// warns too of what the parse found.
+			u.fdesOf(src)
+		}
+	}
+	if r == nil {
+		r = u.computeRow(u.fdesOf(src), pc)
+		if ir != nil {
+			ir.add(pc, r)
+		}
+		u.mu.Lock()
+		u.computed++
+		u.mu.Unlock()
+	}
 	u.mu.Lock()
 	if len(u.rows) >= maxRows {
 		clear(u.rows)
@@ -87,6 +110,26 @@ func (u *Unwinder) rowAt(src any, fdes frameEntries, pc uint64) *row {
 	u.rows[key] = r
 	u.mu.Unlock()
 	return r
+}
+
+// fdesOf returns the entries of the image src: a module's image's,
+// parsed on first use (a problem found is warned about), or an in-memory
+// image's.
+func (u *Unwinder) fdesOf(src any) frameEntries {
+	switch s := src.(type) {
+	case *elf.Image:
+		if s == nil {
+			return nil
+		}
+		fdes, err := s.FrameEntries()
+		if err != nil {
+			u.warn(err.Error())
+		}
+		return fdes
+	case *memImage:
+		return s.fdes
+	}
+	return nil
 }
 
 func (u *Unwinder) computeRow(fdes frameEntries, pc uint64) *row {
@@ -163,15 +206,15 @@ func (u *Unwinder) cieRules(cie *frame.CommonInformationEntry) *cieInit {
 	return ci
 }
 
-// cfiCaller finds the caller of f with the call frame information fdes of
-// the image src loaded with bias. It returns ok false with a zero Stop
+// cfiCaller finds the caller of f with the call frame information of the
+// image src (an *elf.Image or a *memImage) loaded with bias. It returns ok false with a zero Stop
 // when no entry covers the pc (the caller should try the frame pointer).
-func (u *Unwinder) cfiCaller(f *Frame, fdes frameEntries, bias uint64, src any, name string) (Frame, Stop, bool) {
+func (u *Unwinder) cfiCaller(f *Frame, bias uint64, src any, name string) (Frame, Stop, bool) {
 	lpc := f.LookupPC()
-	if len(fdes) == 0 || lpc < bias {
+	if lpc < bias {
 		return Frame{}, Stop{}, false
 	}
-	r := u.rowAt(src, fdes, lpc-bias)
+	r := u.rowAt(src, lpc-bias)
 	if !r.fde {
 		return Frame{}, Stop{}, false
 	}

@@ -301,6 +301,7 @@ type Unwinder struct {
 	mods []*target.Module
 
 	mu       sync.Mutex
+	computed int // rows computed from call frame information (tests)
 	rows     map[rowKey]*row
 	cies     map[cieKey]*cieInit
 	warned   map[string]bool
@@ -451,20 +452,12 @@ func (u *Unwinder) step(f *Frame) (Frame, Stop, bool) {
 		if mi == nil {
 			return Frame{}, Stop{Reason: ReasonNoModule, Addr: f.LookupPC(), Detail: fmt.Sprintf("pc %#x", f.LookupPC())}, false
 		}
-		caller, stop, ok = u.cfiCaller(f, mi.fdes, mi.bias, mi, mi.name)
+		caller, stop, ok = u.cfiCaller(f, mi.bias, mi, mi.name)
 		if !ok && stop.Reason == 0 {
 			caller, stop, ok = u.fpCaller(f)
 		}
 	default:
-		var fdes frameEntries
-		if im := f.Module.Image; im != nil {
-			var err error
-			fdes, err = im.FrameEntries()
-			if err != nil {
-				u.warn(err.Error())
-			}
-		}
-		caller, stop, ok = u.cfiCaller(f, fdes, f.Module.Bias, f.Module.Image, f.Module.Name)
+		caller, stop, ok = u.cfiCaller(f, f.Module.Bias, f.Module.Image, f.Module.Name)
 		if !ok && stop.Reason == 0 {
 			caller, stop, ok = u.fpCaller(f)
 		}

@@ -1,0 +1,291 @@
+package unwind
+
+import (
+	"encoding/binary"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/go-delve/delve/pkg/dwarf/frame"
+
+	"github.com/ompd-inspect/ompd-inspect/target/elf"
+)
+
+// An image's rows (what its call frame information says at the pcs walks
+// met) are kept across runs with the image (elf.Image.KeepData): a warm
+// run finds them before the target is stopped, and parses the image's
+// call frame information only for a pc none of them answers (the C
+// library's takes about 10 ms). A row depends on the image's file alone.
+
+// keptRowsName names the kept rows (elf.Image.KeepData); its digit is the
+// encoding's version.
+const keptRowsName = "unwind_rows1"
+
+// maxKeptRows bounds the rows kept for one image; past it, new rows are
+// not kept.
+const maxKeptRows = 4096
+
+// rowsKey keys an image's rows (elf.Image.Derived).
+type rowsKey struct{}
+
+// imageRows are the rows of one image's link-time pcs: those kept by an
+// earlier run, and those computed in this one.
+type imageRows struct {
+	mu     sync.Mutex
+	rows   map[uint64]*row
+	fresh  map[uint64]bool // the rows computed in this run
+	loaded bool            // an earlier run's rows were read
+	added  bool            // rows were computed in this run
+}
+
+// rowsOf returns im's rows, reading those kept on first use.
+func rowsOf(im *elf.Image) *imageRows {
+	return im.Derived(rowsKey{}, func() any {
+		ir := &imageRows{rows: map[uint64]*row{}, fresh: map[uint64]bool{}}
+		if b := im.KeptData(keptRowsName); b != nil {
+			if rows, ok := decodeRows(b); ok {
+				ir.rows, ir.loaded = rows, true
+			}
+		}
+		return ir
+	}).(*imageRows)
+}
+
+// get returns the row of pc, and whether it was kept by an earlier run
+// (not computed in this one).
+func (ir *imageRows) get(pc uint64) (r *row, kept bool) {
+	ir.mu.Lock()
+	defer ir.mu.Unlock()
+	r = ir.rows[pc]
+	return r, r != nil && !ir.fresh[pc]
+}
+
+func (ir *imageRows) add(pc uint64, r *row) {
+	ir.mu.Lock()
+	defer ir.mu.Unlock()
+	if _, ok := ir.rows[pc]; !ok && len(ir.rows) < maxKeptRows {
+		ir.rows[pc] = r
+		ir.fresh[pc] = true
+		ir.added = true
+	}
+}
+
+// PrepareRows reads, before a target is stopped, the rows an earlier run
+// kept for im (KeepRows), and reports whether there were: a walk then
+// needs im's call frame information only at a pc they do not answer, and
+// parses it then.
+func PrepareRows(im *elf.Image) bool {
+	if im == nil {
+		return false
+	}
+	ir := rowsOf(im)
+	ir.mu.Lock()
+	defer ir.mu.Unlock()
+	return ir.loaded
+}
+
+// KeepRows keeps for later runs the rows walks computed for im, with those
+// kept before, when some were computed and im's call frame information
+// parsed without error. Call it once no walk runs any more (it writes a
+// file): after the target is released.
+func KeepRows(im *elf.Image) {
+	if im == nil {
+		return
+	}
+	ir := rowsOf(im)
+	ir.mu.Lock()
+	if !ir.added {
+		ir.mu.Unlock()
+		return
+	}
+	ir.added = false
+	b := encodeRows(ir.rows)
+	ir.mu.Unlock()
+	// Rows were computed, so the information was parsed: this returns
+	// at once.
+	if _, err := im.FrameEntries(); err != nil {
+		return
+	}
+	im.KeepData(keptRowsName, b)
+}
+
+// Row flags in the encoding.
+const (
+	rowFlagFDE = 1 << iota
+	rowFlagErr
+)
+
+// maxRule is the largest frame.Rule a kept row may hold.
+const maxRule = frame.RuleFramePointer
+
+// encodeRows serializes rows: their count, then by pc each pc, its flags,
+// its error's text (with rowFlagErr), its CFA rule, its return address
+// column, and its register rules (a count, then each register's number
+// and rule). A rule is its kind plus one (0: no rule), offset, register
+// and expression. Numbers are LEB128 (the offset signed).
+func encodeRows(rows map[uint64]*row) []byte {
+	var b []byte
+	b = binary.AppendUvarint(b, uint64(len(rows)))
+	for _, pc := range slices.Sorted(maps.Keys(rows)) {
+		r := rows[pc]
+		b = binary.AppendUvarint(b, pc)
+		var flags uint64
+		if r.fde {
+			flags |= rowFlagFDE
+		}
+		if r.err != nil {
+			flags |= rowFlagErr
+		}
+		b = binary.AppendUvarint(b, flags)
+		if r.err != nil {
+			msg := r.err.Error()
+			b = binary.AppendUvarint(b, uint64(len(msg)))
+			b = append(b, msg...)
+		}
+		b = appendRule(b, r.cfa)
+		b = binary.AppendUvarint(b, r.ra)
+		set := 0
+		for _, rl := range r.regs {
+			if rl.set {
+				set++
+			}
+		}
+		b = binary.AppendUvarint(b, uint64(set))
+		for n, rl := range r.regs {
+			if rl.set {
+				b = binary.AppendUvarint(b, uint64(n))
+				b = appendRule(b, rl)
+			}
+		}
+	}
+	return b
+}
+
+func appendRule(b []byte, rl rule) []byte {
+	kind := uint64(0)
+	if rl.set {
+		kind = uint64(rl.kind) + 1
+	}
+	b = binary.AppendUvarint(b, kind)
+	b = binary.AppendVarint(b, rl.off)
+	b = binary.AppendUvarint(b, rl.reg)
+	b = binary.AppendUvarint(b, uint64(len(rl.expr)))
+	return append(b, rl.expr...)
+}
+
+// rowReader reads encodeRows' data; bad is set by the first read that
+// fails, after which every read gives zero.
+type rowReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *rowReader) uint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 || r.bad {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *rowReader) int() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 || r.bad {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// bytes reads a length, at most max, and that many bytes (a copy).
+func (r *rowReader) bytes(max uint64) []byte {
+	n := r.uint()
+	if r.bad || n > max || n > uint64(len(r.b)) {
+		r.bad = true
+		return nil
+	}
+	out := slices.Clone(r.b[:n])
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *rowReader) rule() rule {
+	kind := r.uint()
+	if kind > uint64(maxRule)+1 {
+		r.bad = true
+	}
+	rl := rule{off: r.int(), reg: r.uint()}
+	rl.expr = r.bytes(maxExprBytes)
+	if len(rl.expr) == 0 {
+		rl.expr = nil
+	}
+	if kind > 0 {
+		rl.set, rl.kind = true, frame.Rule(kind-1)
+	} else if rl.off != 0 || rl.reg != 0 || rl.expr != nil {
+		r.bad = true // a rule that is not set has nothing else
+	}
+	return rl
+}
+
+// maxRowError bounds the text of a kept row's error.
+const maxRowError = 1024
+
+// decodeRows reads what encodeRows wrote; ok is false for data that does
+// not parse whole, holds more than maxKeptRows rows, a rule kind delve
+// does not give, a register number past NumRegs, an expression longer
+// than maxExprBytes, or rows out of order.
+func decodeRows(b []byte) (map[uint64]*row, bool) {
+	r := &rowReader{b: b}
+	n := r.uint()
+	if r.bad || n > maxKeptRows || n > uint64(len(b)) {
+		return nil, false
+	}
+	rows := make(map[uint64]*row, n)
+	var last uint64
+	for i := range n {
+		pc := r.uint()
+		if i > 0 && pc <= last {
+			return nil, false
+		}
+		last = pc
+		flags := r.uint()
+		if flags&^(rowFlagFDE|rowFlagErr) != 0 {
+			return nil, false
+		}
+		rw := &row{fde: flags&rowFlagFDE != 0}
+		if flags&rowFlagErr != 0 {
+			msg := r.bytes(maxRowError)
+			rw.err = errors.New(string(msg))
+		}
+		rw.cfa = r.rule()
+		rw.ra = r.uint()
+		set := r.uint()
+		if set > NumRegs {
+			return nil, false
+		}
+		prev := -1
+		for range set {
+			reg := r.uint()
+			if r.bad || reg >= NumRegs || int(reg) <= prev {
+				return nil, false
+			}
+			prev = int(reg)
+			rw.regs[reg] = r.rule()
+			if !rw.regs[reg].set {
+				return nil, false
+			}
+		}
+		if r.bad {
+			return nil, false
+		}
+		rows[pc] = rw
+	}
+	if r.bad || len(r.b) != 0 {
+		return nil, false
+	}
+	return rows, true
+}
