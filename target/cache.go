@@ -23,10 +23,12 @@ type PageReader interface {
 // PageListReader is a PageReader that also reads scattered pages in one
 // call (MemCache.Prefetch uses it).
 type PageListReader interface {
-	// ReadPageList reads the pages at addrs (page-aligned) into buf, one
-	// PageSize slot each in order, and returns how many it read: the
-	// page after them, when they are fewer than addrs, could not be read.
-	// ErrNoPageList says it cannot read lists at all (any more).
+	// ReadPageList reads the pages at addrs (page-aligned, at most
+	// maxPageList of them) into buf (a PageSize slot each, in order), and
+	// returns how many it read: the page after them, when they are fewer
+	// than addrs, could not be read. An error says no more can be read:
+	// ErrNoPageList that it cannot read lists, another that the target
+	// cannot be read (it has gone, say).
 	ReadPageList(addrs []uint64, buf []byte) (int, error)
 }
 
@@ -219,25 +221,42 @@ func (c *MemCache) Prefetch(addrs []uint64) {
 			missing = append(missing, p)
 		}
 	}
-	for len(missing) > 0 {
-		n := min(len(missing), maxPageList)
-		block := c.alloc(n)
-		got, err := src.ReadPageList(missing[:n], block)
-		if errors.Is(err, ErrNoPageList) {
-			return
+	// One block of the cache's memory for the pages of each list, read
+	// into in place however many calls the pages it cannot read take;
+	// after maxPrefetchHoles of those, the rest is left to the reads.
+	holes := 0
+	for len(missing) > 0 && holes <= maxPrefetchHoles {
+		list := missing[:min(len(missing), maxPageList)]
+		missing = missing[len(list):]
+		block := c.alloc(len(list))
+		for done := 0; done < len(list) && holes <= maxPrefetchHoles; {
+			got, err := src.ReadPageList(list[done:], block[done*PageSize:])
+			if errors.Is(err, ErrNoPageList) {
+				return
+			}
+			sh := c.shard(list[done])
+			sh.mu.Lock()
+			sh.misses++
+			sh.mu.Unlock()
+			if err != nil {
+				return // the target cannot be read
+			}
+			got = min(max(got, 0), len(list)-done)
+			for k := done; k < done+got; k++ {
+				c.keep(gen, list[k], block[k*PageSize:(k+1)*PageSize:(k+1)*PageSize])
+			}
+			// The page after those read could not be: skipped.
+			done += got + 1
+			if done <= len(list) {
+				holes++
+			}
 		}
-		sh := c.shard(missing[0])
-		sh.mu.Lock()
-		sh.misses++
-		sh.mu.Unlock()
-		got = min(max(got, 0), n)
-		for k := range got {
-			c.keep(gen, missing[k], block[k*PageSize:(k+1)*PageSize:(k+1)*PageSize])
-		}
-		// The page after those read could not be: skipped.
-		missing = missing[min(got+1, n):]
 	}
 }
+
+// maxPrefetchHoles is how many unreadable pages one Prefetch skips before
+// it leaves the rest to the reads: each costs a system call.
+const maxPrefetchHoles = 16
 
 // maxPageList is the most pages one ReadPageList call is given (a
 // system call takes at most 1024 iovecs).

@@ -294,9 +294,11 @@ type listReader struct {
 	holeReader
 	lists  [][]uint64 // the lists asked for
 	refuse bool
+	calls  int // ReadPageList calls
 }
 
 func (l *listReader) ReadPageList(addrs []uint64, buf []byte) (int, error) {
+	l.calls++
 	if l.refuse {
 		return 0, ErrNoPageList
 	}
@@ -307,6 +309,14 @@ func (l *listReader) ReadPageList(addrs []uint64, buf []byte) (int, error) {
 		}
 	}
 	return len(addrs), nil
+}
+
+// goneReader is a listReader whose lists fail as for a target that went.
+type goneReader struct{ *listReader }
+
+func (g *goneReader) ReadPageList(addrs []uint64, buf []byte) (int, error) {
+	g.calls++
+	return 0, errors.New("no such process")
 }
 
 // TestMemCachePrefetch: Prefetch reads the pages not cached yet in one
@@ -342,8 +352,28 @@ func TestMemCachePrefetch(t *testing.T) {
 	refusing := &listReader{refuse: true}
 	c = NewMemCache(refusing)
 	c.Prefetch([]uint64{0x1000, 0x2000})
-	if _, fetches := c.Stats(); fetches != 0 || refusing.calls != 0 {
-		t.Fatalf("a source that reads no lists: %d fetches, %d reads", fetches, refusing.calls)
+	if _, fetches := c.Stats(); fetches != 0 || refusing.calls != 1 || refusing.holeReader.calls != 0 {
+		t.Fatalf("a source that reads no lists: %d fetches, %d lists, %d reads", fetches, refusing.calls, refusing.holeReader.calls)
+	}
+
+	// Nothing readable, a thousand pages: one block of memory, and at
+	// most maxPrefetchHoles+1 calls.
+	none := &listReader{}
+	c = NewMemCache(none)
+	var far []uint64
+	for i := range 1000 {
+		far = append(far, 0x100000+uint64(i)*PageSize)
+	}
+	c.Prefetch(far)
+	if none.calls != maxPrefetchHoles+1 || c.Readied() > 2*len(far) {
+		t.Fatalf("nothing readable: %d calls (want %d), %d pages readied", none.calls, maxPrefetchHoles+1, c.Readied())
+	}
+	// A target that cannot be read any more: one call.
+	gone := &listReader{}
+	c = NewMemCache(&goneReader{gone})
+	c.Prefetch(far)
+	if gone.calls != 1 {
+		t.Fatalf("a target gone: %d calls", gone.calls)
 	}
 	plain := NewMemCache(&holeReader{})
 	plain.Prefetch([]uint64{0x1000})

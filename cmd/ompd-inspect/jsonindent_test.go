@@ -401,6 +401,9 @@ func BenchmarkWriteJSON(b *testing.B) {
 		b.Fatal(err)
 	}
 	all := *reps[0]
+	if len(all.Backtraces) == 0 {
+		b.Fatal("the core's report has no backtraces")
+	}
 	for len(all.Backtraces) < 1024 {
 		all.Backtraces = append(all.Backtraces, reps[0].Backtraces...)
 		all.Threads = append(all.Threads, reps[0].Threads...)

@@ -484,12 +484,21 @@ func unwindWhileBuilding(t target.Target, build func(inspect.Options) (*inspect.
 		inspect.PrepareImage(rt.Image)
 	}
 	u := stacks.StartUnwind(t, lib, runtime.GOMAXPROCS(0)-1)
-	var walks *stacks.Walks
 	rep, err := func() (*inspect.Report, error) {
-		defer func() { walks = u.Wait() }() // also when build panics
+		defer func() {
+			if p := recover(); p != nil {
+				// The build's panic is raised once the walks are
+				// done; a walk's own is dropped.
+				func() {
+					defer func() { _ = recover() }()
+					u.Wait()
+				}()
+				panic(p)
+			}
+		}()
 		return build(inspect.Options{Stacks: u.Frames})
 	}()
-	return walks, rep, err
+	return u.Wait(), rep, err
 }
 
 // finishReports bounds the heap (boundHeap), names and places the frames

@@ -27,7 +27,7 @@ func (p *panickyTarget) Close() error                    { return nil }
 
 // TestUnwindWhileBuilding checks unwindWhileBuilding's results, and that
 // a panic on either side is raised on the caller (one while unwinding
-// after the build has run).
+// after the build has run; the build's when both panic).
 func TestUnwindWhileBuilding(t *testing.T) {
 	rep := &inspect.Report{}
 	errBuild := errors.New("build failed")
@@ -71,5 +71,14 @@ func TestUnwindWhileBuilding(t *testing.T) {
 	})
 	if p != "build exploded" {
 		t.Fatalf("a panic while building: raised %v", p)
+	}
+	// Both panic: the build's is the one raised.
+	p = raised(func() {
+		unwindWhileBuilding(&panickyTarget{panicThreads: true}, func(inspect.Options) (*inspect.Report, error) {
+			panic("build exploded")
+		})
+	})
+	if p != "build exploded" {
+		t.Fatalf("a panic while building and one while unwinding: raised %v", p)
 	}
 }

@@ -152,10 +152,11 @@ const (
 // more goroutine than CPUs it had two thirds of one, and was the longer
 // of the two), then lends its goroutine with Help when it is done.
 func StartUnwind(t target.Target, runtimeLib string, workers int) *Unwinding {
-	u := &Unwinding{w: &Walks{t: t, runtimeLib: runtimeLib}, u: unwind.New(t)}
+	u := &Unwinding{w: &Walks{t: t, runtimeLib: runtimeLib}}
 	func() {
 		// Kept for Wait, as a walk's: the caller builds its report first.
 		defer u.keepPanic()
+		u.u = unwind.New(t)
 		u.ths = t.Threads()
 	}()
 	u.w.threads = make([]walk, len(u.ths))
@@ -268,8 +269,10 @@ func (u *Unwinding) Wait() *Walks {
 		panic(*p)
 	}
 	// Sorted: the order they were met in depends on the walks'.
-	u.w.warnings = u.u.Warnings()
-	slices.Sort(u.w.warnings)
+	if u.u != nil {
+		u.w.warnings = u.u.Warnings()
+		slices.Sort(u.w.warnings)
+	}
 	return u.w
 }
 

@@ -221,3 +221,29 @@ func TestQueuedTasksInconsistent(t *testing.T) {
 		}
 	})
 }
+
+// TestLocationRefresh: a source location is read once per ident_t, and
+// again after Refresh (a trace's next stop), which then sees a changed
+// psource.
+func TestLocationRefresh(t *testing.T) {
+	s := newScenario(t, layouts[0], full)
+	id := s.b.obj("ident_t")
+	s.b.set(id, "ident_t", "psource", s.b.cstring(";demo.c;main;12;3;;"))
+	s.setTeam("T2", "t_ident", id)
+	as := s.init(t)
+	loc := func() ompd.Location {
+		p := try(try(as.ThreadHandle(ompd.ThreadIDPthread, ptTh1)).must(t).CurrentParallel()).must(t)
+		return try(p.Location()).must(t)
+	}
+	if got := loc(); got.Line != 12 {
+		t.Fatalf("line %d, want 12", got.Line)
+	}
+	s.b.set(id, "ident_t", "psource", s.b.cstring(";demo.c;main;40;1;;"))
+	if got := loc(); got.Line != 12 {
+		t.Fatalf("before Refresh: line %d, want the 12 read first", got.Line)
+	}
+	as.Refresh()
+	if got := loc(); got.Line != 40 {
+		t.Fatalf("after Refresh: line %d, want 40", got.Line)
+	}
+}

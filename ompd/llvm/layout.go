@@ -28,6 +28,7 @@ type layout struct {
 	// string constants each time.
 	recentVals   [recentSlots]atomic.Pointer[recentValue]
 	recentFields [recentSlots]atomic.Pointer[recentValue]
+	slow         int // lookups the recent slots did not answer (tests)
 }
 
 // recentValue is one answer kept in a recent slot: the value of k, or
@@ -87,6 +88,7 @@ func (l *layout) value(k layoutKey) (uint64, error) {
 		return e.v, nil
 	}
 	l.mu.Lock()
+	l.slow++
 	v, ok := l.vals[k]
 	l.mu.Unlock()
 	if ok {
@@ -134,6 +136,7 @@ func (l *layout) offsetSize(typ, field string) (off, size uint64, err error) {
 	}
 	k := [2]string{typ, field}
 	l.mu.Lock()
+	l.slow++
 	v, ok := l.fields[k]
 	l.mu.Unlock()
 	if ok {

@@ -85,4 +85,29 @@ func TestLayoutRecent(t *testing.T) {
 			t.Fatalf("%s looked up %d times", name, n)
 		}
 	}
+
+	// A few keys, by the same strings: after the first lookup of each,
+	// the recent slots answer (all but those whose slots collide).
+	few := fields[:recentSlots/16]
+	for _, f := range few {
+		if _, _, err := l.offsetSize(f.typ, f.name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.mu.Lock()
+	before := l.slow
+	l.mu.Unlock()
+	for range 10 {
+		for _, f := range few {
+			if _, _, err := l.offsetSize(f.typ, f.name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	l.mu.Lock()
+	missed := l.slow - before
+	l.mu.Unlock()
+	if missed > 10*len(few)/4 {
+		t.Fatalf("%d of %d lookups missed the recent slots", missed, 10*len(few))
+	}
 }

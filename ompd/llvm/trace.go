@@ -7,13 +7,17 @@ import (
 )
 
 // Refresh forgets what the address space read from the runtime's thread
-// table, so that the next call reads it again. A tool that follows a
-// running process (ompd-inspect's trace) keeps one address space handle
-// for the process and refreshes it at every stop; the layout the runtime
-// describes in its ompd_* symbols is fixed and kept.
+// table and the source locations it read, so that the next call reads
+// them again. A tool that follows a running process (ompd-inspect's
+// trace) keeps one address space handle for the process and refreshes it
+// at every stop; the layout the runtime describes in its ompd_* symbols
+// is fixed and kept.
 func (as *AddressSpace) Refresh() {
 	as.once = sync.Once{}
 	as.threads, as.byPthread, as.byInfo, as.walkErr = nil, nil, nil, nil
+	as.identMu.Lock()
+	as.idents = nil
+	as.identMu.Unlock()
 }
 
 // TeamFieldAddr returns the address of the field of the thread's

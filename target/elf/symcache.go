@@ -174,7 +174,8 @@ func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
 	if r.bad || n > uint64(len(blob))+1 {
 		return nil
 	}
-	idx := &symIndex{names: make([]symEntry, 0, min(n, maxPresized))}
+	// Each name's item takes 4 bytes at least after the blob.
+	idx := &symIndex{names: make([]symEntry, 0, min(n, uint64(len(r.b))/4, maxPresized))}
 	off := uint64(0)
 	for i := range n {
 		l := r.uint()

@@ -161,18 +161,24 @@ func TestDecodeSymbols(t *testing.T) {
 		t.Error("no debug file now: decoded")
 	}
 	// A count the bytes allow, but whose items are not there: refused
-	// (distinct names take a byte each but one) before room is made.
+	// (distinct names take a byte each but one) before room is made; or,
+	// with names enough in the blob but no items after it, refused with
+	// room made only for what the bytes left could hold.
 	huge := binary.AppendUvarint([]byte{0}, 200000)
 	huge = append(huge, 0) // an empty blob of names
 	huge = append(huge, bytes.Repeat([]byte{0xff}, 200000)...)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	if got := decodeSymbols(huge, fileIdentity{}, false); got != nil {
-		t.Errorf("a count without its items: decoded %+v", got)
-	}
-	runtime.ReadMemStats(&after)
-	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
-		t.Errorf("a count without its items allocated %d bytes; want at most 1 MiB (200000 names would take 9.6 MB)", n)
+	blob := binary.AppendUvarint(binary.AppendUvarint([]byte{0}, 32768), 32767)
+	blob = append(blob, bytes.Repeat([]byte{'a'}, 32767)...)
+	for _, b := range [][]byte{huge, blob} {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if got := decodeSymbols(b, fileIdentity{}, false); got != nil {
+			t.Errorf("a count without its items: decoded %+v", got)
+		}
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+			t.Errorf("a count without its items allocated %d bytes; want at most 1 MiB (32768 names would take 1.5 MB)", n)
+		}
 	}
 	// Damage anywhere: never a panic, and what decodes keeps the orders
 	// and ranges the lookups rely on.

@@ -115,7 +115,10 @@ func (m *memReader) ReadPageList(addrs []uint64, buf []byte) (int, error) {
 	if m.useFile.Load() {
 		return 0, target.ErrNoPageList
 	}
-	n := min(len(addrs), len(buf)/target.PageSize, maxIovecs)
+	n := len(addrs)
+	if n > maxIovecs || n > len(buf)/target.PageSize {
+		return 0, fmt.Errorf("process %d: a list of %d pages into %d bytes: at most %d, and room for each", m.pid, n, len(buf), maxIovecs)
+	}
 	if n == 0 {
 		return 0, nil
 	}
@@ -132,10 +135,10 @@ func (m *memReader) ReadPageList(addrs []uint64, buf []byte) (int, error) {
 			continue
 		case fallBack(err):
 			return 0, target.ErrNoPageList
+		case errors.Is(err, unix.EFAULT):
+			return 0, nil // the first page cannot be read
 		case err != nil:
-			// The first page cannot be read (EFAULT), or the process is
-			// gone: the reads that need the pages say which.
-			return 0, nil
+			return 0, fmt.Errorf("process %d: reading a list of %d pages: %w", m.pid, n, err)
 		}
 		return got / target.PageSize, nil
 	}

@@ -634,6 +634,14 @@ func TestReadPageList(t *testing.T) {
 		t.Fatalf("reading a prefetched page fetched %d times", now-after)
 	}
 
+	long := make([]uint64, maxIovecs+1)
+	for i := range long {
+		long[i] = page(0)
+	}
+	if n, err := p.ReadPageList(long, make([]byte, len(long)*target.PageSize)); n != 0 || err == nil {
+		t.Fatalf("ReadPageList of %d pages: %d, %v; want an error", len(long), n, err)
+	}
+
 	p.mem.useFile.Store(true)
 	if n, err := p.ReadPageList(addrs, buf); n != 0 || !errors.Is(err, target.ErrNoPageList) {
 		t.Fatalf("ReadPageList through /proc/PID/mem: %d, %v", n, err)
