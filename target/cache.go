@@ -28,7 +28,8 @@ type PageListReader interface {
 	// returns how many it read: the page after them, when they are fewer
 	// than addrs, could not be read. An error says no more can be read:
 	// ErrNoPageList that it cannot read lists, another that the target
-	// cannot be read (it has gone, say).
+	// cannot be read (it has gone, say). An empty list reads nothing and
+	// says ErrNoPageList when a list would.
 	ReadPageList(addrs []uint64, buf []byte) (int, error)
 }
 
@@ -221,15 +222,19 @@ func (c *MemCache) Prefetch(addrs []uint64) {
 			missing = append(missing, p)
 		}
 	}
+	// A source that reads no lists (any more) takes no memory.
+	if _, err := src.ReadPageList(nil, nil); err != nil {
+		return
+	}
 	// One block of the cache's memory for the pages of each list, read
 	// into in place however many calls the pages it cannot read take;
 	// after maxPrefetchHoles of those, the rest is left to the reads.
 	holes := 0
-	for len(missing) > 0 && holes <= maxPrefetchHoles {
+	for len(missing) > 0 && holes < maxPrefetchHoles {
 		list := missing[:min(len(missing), maxPageList)]
 		missing = missing[len(list):]
 		block := c.alloc(len(list))
-		for done := 0; done < len(list) && holes <= maxPrefetchHoles; {
+		for done := 0; done < len(list) && holes < maxPrefetchHoles; {
 			got, err := src.ReadPageList(list[done:], block[done*PageSize:])
 			if errors.Is(err, ErrNoPageList) {
 				return

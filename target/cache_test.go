@@ -302,6 +302,9 @@ func (l *listReader) ReadPageList(addrs []uint64, buf []byte) (int, error) {
 	if l.refuse {
 		return 0, ErrNoPageList
 	}
+	if len(addrs) == 0 {
+		return 0, nil
+	}
 	l.lists = append(l.lists, append([]uint64(nil), addrs...))
 	for i, a := range addrs {
 		if got, _ := l.ReadPages(a, buf[i*PageSize:(i+1)*PageSize]); got < PageSize {
@@ -352,12 +355,13 @@ func TestMemCachePrefetch(t *testing.T) {
 	refusing := &listReader{refuse: true}
 	c = NewMemCache(refusing)
 	c.Prefetch([]uint64{0x1000, 0x2000})
-	if _, fetches := c.Stats(); fetches != 0 || refusing.calls != 1 || refusing.holeReader.calls != 0 {
-		t.Fatalf("a source that reads no lists: %d fetches, %d lists, %d reads", fetches, refusing.calls, refusing.holeReader.calls)
+	if _, fetches := c.Stats(); fetches != 0 || refusing.calls != 1 || refusing.holeReader.calls != 0 || c.Readied() != 0 {
+		t.Fatalf("a source that reads no lists: %d fetches, %d lists, %d reads, %d pages readied", fetches, refusing.calls, refusing.holeReader.calls, c.Readied())
 	}
 
-	// Nothing readable, a thousand pages: one block of memory, and at
-	// most maxPrefetchHoles+1 calls.
+	// Nothing readable, a thousand pages: one block of memory, and
+	// maxPrefetchHoles calls (after the empty one that asks whether
+	// lists are read).
 	none := &listReader{}
 	c = NewMemCache(none)
 	var far []uint64
@@ -365,15 +369,15 @@ func TestMemCachePrefetch(t *testing.T) {
 		far = append(far, 0x100000+uint64(i)*PageSize)
 	}
 	c.Prefetch(far)
-	if none.calls != maxPrefetchHoles+1 || c.Readied() > 2*len(far) {
-		t.Fatalf("nothing readable: %d calls (want %d), %d pages readied", none.calls, maxPrefetchHoles+1, c.Readied())
+	if none.calls != 1+maxPrefetchHoles || c.Readied() > 2*len(far) {
+		t.Fatalf("nothing readable: %d calls (want %d), %d pages readied", none.calls, 1+maxPrefetchHoles, c.Readied())
 	}
-	// A target that cannot be read any more: one call.
+	// A target that cannot be read any more: the one empty call.
 	gone := &listReader{}
 	c = NewMemCache(&goneReader{gone})
 	c.Prefetch(far)
-	if gone.calls != 1 {
-		t.Fatalf("a target gone: %d calls", gone.calls)
+	if gone.calls != 1 || c.Readied() != 0 {
+		t.Fatalf("a target gone: %d calls, %d pages readied", gone.calls, c.Readied())
 	}
 	plain := NewMemCache(&holeReader{})
 	plain.Prefetch([]uint64{0x1000})

@@ -163,6 +163,10 @@ func StartUnwind(t target.Target, runtimeLib string, workers int) *Unwinding {
 	u.state = make([]atomic.Int32, len(u.ths))
 	u.byTID = make(map[int]int, len(u.ths))
 	for i := range u.ths {
+		if _, dup := u.byTID[u.ths[i].TID]; dup {
+			u.byTID[u.ths[i].TID] = -1 // a core's (damaged) list: which is meant is not known
+			continue
+		}
 		u.byTID[u.ths[i].TID] = i
 	}
 	for range min(workers, len(u.ths)) {
@@ -205,10 +209,11 @@ func (u *Unwinding) Help() {
 // end). The report built beside the unwinding asks this of a thread whose
 // call into the runtime it reads (the lock a thread waits for, on a
 // runtime that records no state): one walk of each thread instead of two.
-// It returns false for a thread the unwinding does not know.
+// It returns false for a thread the unwinding does not know, or whose id
+// two of the target's threads have.
 func (u *Unwinding) Frames(th *target.Thread) ([]unwind.Frame, bool) {
 	i, ok := u.byTID[th.TID]
-	if !ok {
+	if !ok || i < 0 {
 		return nil, false
 	}
 	if u.state[i].CompareAndSwap(walkFree, walkTaken) {

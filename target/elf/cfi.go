@@ -99,6 +99,26 @@ func FindFDE(fdes frame.FrameDescriptionEntries, pc uint64) *frame.FrameDescript
 	return nil
 }
 
+// FrameSource identifies the file FrameEntries reads besides the image's
+// own: its separate debug file, when the image has no .debug_frame and
+// that file has one; ok is false when there is none. What is kept about
+// the image's call frame information across runs must name it, as the
+// image's build-id and identity cannot: a debug file installed or
+// changed since changes the entries.
+func (im *Image) FrameSource() (id [5]uint64, ok bool) {
+	if s := im.ef.Section(".debug_frame"); s != nil && s.Type != elf.SHT_NOBITS {
+		return id, false
+	}
+	sep, err := im.separate()
+	if err != nil || sep == nil {
+		return id, false
+	}
+	if s := sep.ef.Section(".debug_frame"); s == nil || s.Type == elf.SHT_NOBITS {
+		return id, false
+	}
+	return sep.identity(), true
+}
+
 func (im *Image) loadFrameEntries() (frame.FrameDescriptionEntries, error) {
 	var errs []error
 	ptrSize := 8

@@ -69,8 +69,6 @@ func protect(f func() error) (err error) {
 	return f()
 }
 
-// rowAt returns the unwind rules at link-time address pc of src, whose
-// frame description entries are fdes.
 // rowAt returns the row of the link-time pc of the image src (an
 // *elf.Image or a *memImage): from the Unwinder's rows, the image's rows
 // (kept by an earlier run, or computed by another Unwinder), or computed

@@ -16,14 +16,16 @@ import (
 // met) are kept across runs with the image (elf.Image.KeepData): a warm
 // run finds them before the target is stopped, and parses the image's
 // call frame information only for a pc none of them answers (the C
-// library's takes about 10 ms). A row depends on the image's file alone.
+// library's takes about 10 ms). A row depends on the image's file, which
+// KeepData's key names, and on the separate debug file whose .debug_frame
+// the image's entries include, which the entry names (FrameSource).
 
 // keptRowsName names the kept rows (elf.Image.KeepData); its digit is the
 // encoding's version.
 const keptRowsName = "unwind_rows1"
 
-// maxKeptRows bounds the rows kept for one image; past it, new rows are
-// not kept.
+// maxKeptRows bounds the rows kept for one image; past it, the rows a run
+// did not use make room for those it computed.
 const maxKeptRows = 4096
 
 // rowsKey keys an image's rows (elf.Image.Derived).
@@ -33,8 +35,11 @@ type rowsKey struct{}
 // earlier run, and those computed in this one.
 type imageRows struct {
 	mu     sync.Mutex
+	src    [5]uint64 // the image's FrameSource, zero when it has none
+	hasSrc bool
 	rows   map[uint64]*row
 	fresh  map[uint64]bool // the rows computed in this run
+	used   map[uint64]bool // the rows this run asked for
 	loaded bool            // an earlier run's rows were read
 	added  bool            // rows were computed in this run
 }
@@ -42,9 +47,10 @@ type imageRows struct {
 // rowsOf returns im's rows, reading those kept on first use.
 func rowsOf(im *elf.Image) *imageRows {
 	return im.Derived(rowsKey{}, func() any {
-		ir := &imageRows{rows: map[uint64]*row{}, fresh: map[uint64]bool{}}
+		ir := &imageRows{rows: map[uint64]*row{}, fresh: map[uint64]bool{}, used: map[uint64]bool{}}
+		ir.src, ir.hasSrc = im.FrameSource()
 		if b := im.KeptData(keptRowsName); b != nil {
-			if rows, ok := decodeRows(b); ok {
+			if rows, ok := decodeRows(b, ir.src, ir.hasSrc); ok {
 				ir.rows, ir.loaded = rows, true
 			}
 		}
@@ -58,23 +64,61 @@ func (ir *imageRows) get(pc uint64) (r *row, kept bool) {
 	ir.mu.Lock()
 	defer ir.mu.Unlock()
 	r = ir.rows[pc]
+	if r != nil {
+		ir.used[pc] = true
+	}
 	return r, r != nil && !ir.fresh[pc]
 }
 
 func (ir *imageRows) add(pc uint64, r *row) {
 	ir.mu.Lock()
 	defer ir.mu.Unlock()
-	if _, ok := ir.rows[pc]; !ok && len(ir.rows) < maxKeptRows {
+	if _, ok := ir.rows[pc]; !ok {
 		ir.rows[pc] = r
 		ir.fresh[pc] = true
+		ir.used[pc] = true
 		ir.added = true
 	}
+}
+
+// keepable returns the rows to keep: at most maxKeptRows, those this run
+// used first, and none that decodeRows would refuse. ir.mu is held.
+func (ir *imageRows) keepable() map[uint64]*row {
+	out := make(map[uint64]*row, min(len(ir.rows), maxKeptRows))
+	for _, usedOnly := range []bool{true, false} {
+		for _, pc := range slices.Sorted(maps.Keys(ir.rows)) {
+			if len(out) == maxKeptRows {
+				return out
+			}
+			if r := ir.rows[pc]; ir.used[pc] == usedOnly && keepableRow(r) {
+				out[pc] = r
+			}
+		}
+	}
+	return out
+}
+
+// keepableRow reports whether decodeRows would read r back.
+func keepableRow(r *row) bool {
+	if r.err != nil && len(r.err.Error()) > maxRowError {
+		return false
+	}
+	if len(r.cfa.expr) > maxExprBytes || uint64(r.cfa.kind) > uint64(maxRule) {
+		return false
+	}
+	for _, rl := range r.regs {
+		if len(rl.expr) > maxExprBytes || uint64(rl.kind) > uint64(maxRule) {
+			return false
+		}
+	}
+	return true
 }
 
 // PrepareRows reads, before a target is stopped, the rows an earlier run
 // kept for im (KeepRows), and reports whether there were: a walk then
 // needs im's call frame information only at a pc they do not answer, and
-// parses it then.
+// parses it then (while the target is held, if it is: the bet is that a
+// warm run meets the pcs an earlier one did).
 func PrepareRows(im *elf.Image) bool {
 	if im == nil {
 		return false
@@ -100,7 +144,7 @@ func KeepRows(im *elf.Image) {
 		return
 	}
 	ir.added = false
-	b := encodeRows(ir.rows)
+	b := encodeRows(ir.keepable(), ir.src, ir.hasSrc)
 	ir.mu.Unlock()
 	// Rows were computed, so the information was parsed: this returns
 	// at once.
@@ -119,13 +163,23 @@ const (
 // maxRule is the largest frame.Rule a kept row may hold.
 const maxRule = frame.RuleFramePointer
 
-// encodeRows serializes rows: their count, then by pc each pc, its flags,
+// encodeRows serializes rows: whether the image's entries include a
+// separate debug file's, and that file's identity (FrameSource), then
+// their count, then by pc each pc, its flags,
 // its error's text (with rowFlagErr), its CFA rule, its return address
 // column, and its register rules (a count, then each register's number
 // and rule). A rule is its kind plus one (0: no rule), offset, register
 // and expression. Numbers are LEB128 (the offset signed).
-func encodeRows(rows map[uint64]*row) []byte {
+func encodeRows(rows map[uint64]*row, src [5]uint64, hasSrc bool) []byte {
 	var b []byte
+	if hasSrc {
+		b = append(b, 1)
+		for _, v := range src {
+			b = binary.AppendUvarint(b, v)
+		}
+	} else {
+		b = append(b, 0)
+	}
 	b = binary.AppendUvarint(b, uint64(len(rows)))
 	for _, pc := range slices.Sorted(maps.Keys(rows)) {
 		r := rows[pc]
@@ -234,14 +288,25 @@ func (r *rowReader) rule() rule {
 // maxRowError bounds the text of a kept row's error.
 const maxRowError = 1024
 
-// decodeRows reads what encodeRows wrote; ok is false for data that does
-// not parse whole, holds more than maxKeptRows rows, a rule kind delve
-// does not give, a register number past NumRegs, an expression longer
-// than maxExprBytes, or rows out of order.
-func decodeRows(b []byte) (map[uint64]*row, bool) {
+// decodeRows reads what encodeRows wrote; ok is false for data made with
+// another debug file than src (or with one, when hasSrc is false), or that
+// does not parse whole, holds more than maxKeptRows rows, a rule kind
+// delve does not give, a register number past NumRegs, an expression
+// longer than maxExprBytes, or rows out of order.
+func decodeRows(b []byte, src [5]uint64, hasSrc bool) (map[uint64]*row, bool) {
 	r := &rowReader{b: b}
+	if flag := r.uint(); r.bad || flag > 1 || (flag == 1) != hasSrc {
+		return nil, false
+	}
+	if hasSrc {
+		for _, v := range src {
+			if r.uint() != v || r.bad {
+				return nil, false
+			}
+		}
+	}
 	n := r.uint()
-	if r.bad || n > maxKeptRows || n > uint64(len(b)) {
+	if r.bad || n > maxKeptRows || n > uint64(len(r.b)) {
 		return nil, false
 	}
 	rows := make(map[uint64]*row, n)

@@ -2,7 +2,6 @@ package unwind
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -110,10 +109,26 @@ func TestDecodeRows(t *testing.T) {
 	}
 	rows[0x10].regs[16] = rule{set: true, kind: 1, off: -8}
 	rows[0x10].regs[3] = rule{set: true, kind: 5, expr: []byte{0x77, 0x08}}
-	b := encodeRows(rows)
-	got, ok := decodeRows(b)
+	src := [5]uint64{1, 2, 3, 4, 5}
+	b := encodeRows(rows, src, true)
+	got, ok := decodeRows(b, src, true)
 	if !ok || rowsText(got) != rowsText(rows) {
 		t.Fatalf("decoded %v:\n%s\nwant\n%s", ok, rowsText(got), rowsText(rows))
+	}
+	// Made with another debug file, with one where there is none now, or
+	// without one where there is one now: refused.
+	for _, c := range []struct {
+		b      []byte
+		src    [5]uint64
+		hasSrc bool
+	}{
+		{b, [5]uint64{1, 2, 3, 4, 6}, true},
+		{b, [5]uint64{}, false},
+		{encodeRows(rows, [5]uint64{}, false), src, true},
+	} {
+		if rs, ok := decodeRows(c.b, c.src, c.hasSrc); ok {
+			t.Errorf("debug file %v (%v): decoded %v", c.src, c.hasSrc, rs)
+		}
 	}
 	rng := rand.New(rand.NewPCG(4, 4))
 	for range 20000 {
@@ -124,31 +139,65 @@ func TestDecodeRows(t *testing.T) {
 		if rng.IntN(4) == 0 {
 			d = d[:rng.IntN(len(d))]
 		}
-		if rs, ok := decodeRows(d); ok && !bytes.Equal(encodeRows(rs), d) {
-			t.Fatalf("%x decoded to %v, which encodes to %x", d, rs, encodeRows(rs))
+		if rs, ok := decodeRows(d, src, true); ok && !bytes.Equal(encodeRows(rs, src, true), d) {
+			t.Fatalf("%x decoded to %v, which encodes to %x", d, rs, encodeRows(rs, src, true))
 		}
 	}
 	bad := func(edit func(map[uint64]*row)) []byte {
 		rs := map[uint64]*row{0x10: {fde: true, cfa: rule{set: true, kind: 7, reg: 7, off: 16}, ra: 16}}
 		edit(rs)
-		return encodeRows(rs)
+		return encodeRows(rs, [5]uint64{}, false)
 	}
-	if _, ok := decodeRows([]byte{1, 0x10, 0, 0, 0, 0, 0, 16, 1, 5, 2, 0, 0, 0}); !ok {
+	if _, ok := decodeRows([]byte{0, 1, 0x10, 0, 0, 0, 0, 0, 16, 1, 5, 2, 0, 0, 0}, [5]uint64{}, false); !ok {
 		t.Fatal("the rows the cases below break are refused whole")
 	}
 	for name, d := range map[string][]byte{
 		"a rule kind delve does not give": bad(func(rs map[uint64]*row) { rs[0x10].cfa.kind = maxRule + 1 }),
 		"an expression too long":          bad(func(rs map[uint64]*row) { rs[0x10].cfa.expr = make([]byte, maxExprBytes+1) }),
-		"bytes after the rows":            append(encodeRows(rows), 0),
-		"too many rows":                   binary.AppendUvarint(nil, maxKeptRows+1),
-		// One row: pc 0x10, no flags, no CFA rule, return address
-		// column 16, one register rule, for register NumRegs.
-		"a register past NumRegs": {1, 0x10, 0, 0, 0, 0, 0, 16, 1, NumRegs, 2, 0, 0, 0},
-		"registers out of order":  {1, 0x10, 0, 0, 0, 0, 0, 16, 2, 5, 2, 0, 0, 0, 4, 2, 0, 0, 0},
-		"pcs out of order":        {2, 0x20, 0, 0, 0, 0, 0, 16, 0, 0x10, 0, 0, 0, 0, 0, 16, 0},
+		"bytes after the rows":            append(encodeRows(rows, [5]uint64{}, false), 0),
+		"too many rows": func() []byte {
+			many := map[uint64]*row{}
+			for pc := range uint64(maxKeptRows + 1) {
+				many[pc+1] = &row{}
+			}
+			return encodeRows(many, [5]uint64{}, false)
+		}(),
+		// No debug file; one row: pc 0x10, no flags, no CFA rule,
+		// return address column 16, one register rule, for register
+		// NumRegs.
+		"a register past NumRegs": {0, 1, 0x10, 0, 0, 0, 0, 0, 16, 1, NumRegs, 2, 0, 0, 0},
+		"registers out of order":  {0, 1, 0x10, 0, 0, 0, 0, 0, 16, 2, 5, 2, 0, 0, 0, 4, 2, 0, 0, 0},
+		"pcs out of order":        {0, 2, 0x20, 0, 0, 0, 0, 0, 16, 0, 0x10, 0, 0, 0, 0, 0, 16, 0},
 	} {
-		if rs, ok := decodeRows(d); ok {
-			t.Errorf("%s: decoded %v", name, rs)
+		if rs, ok := decodeRows(d, [5]uint64{}, false); ok {
+			t.Errorf("%s: decoded %d rows", name, len(rs))
 		}
+	}
+}
+
+// TestKeepableRows: past maxKeptRows, the rows a run used are kept first;
+// a row decodeRows would refuse is never kept.
+func TestKeepableRows(t *testing.T) {
+	ir := &imageRows{rows: map[uint64]*row{}, fresh: map[uint64]bool{}, used: map[uint64]bool{}}
+	n := uint64(maxKeptRows + 100)
+	for pc := uint64(1); pc <= n; pc++ {
+		ir.rows[pc] = &row{fde: true}
+		if pc > n-200 {
+			ir.used[pc] = true
+		}
+	}
+	long := &row{fde: true, cfa: rule{set: true, kind: 7, expr: make([]byte, maxExprBytes+1)}}
+	ir.rows[n+1], ir.used[n+1] = long, true
+	got := ir.keepable()
+	if len(got) != maxKeptRows {
+		t.Fatalf("%d rows kept; want %d", len(got), maxKeptRows)
+	}
+	for pc := n - 199; pc <= n; pc++ {
+		if got[pc] == nil {
+			t.Fatalf("row %d, used by the run, not kept", pc)
+		}
+	}
+	if got[n+1] != nil {
+		t.Fatal("a row with an expression too long kept")
 	}
 }
