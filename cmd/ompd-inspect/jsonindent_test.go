@@ -272,33 +272,40 @@ func TestWriteJSONError(t *testing.T) {
 	}
 }
 
+// barrierCoreReport builds the all view's report of the corpus's gcore of
+// the barrier fixture on the OMPD build.
+func barrierCoreReport(tb testing.TB) *inspect.Report {
+	tb.Helper()
+	dir := filepath.Join(fixture.RepoRoot(tb), "testdata", "cores")
+	path := filepath.Join(tb.TempDir(), "core")
+	out, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command("xz", "-dc", filepath.Join(dir, "barrier-ompd-gcore.core.xz"))
+	cmd.Stdout = out
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("xz: %v", err)
+	}
+	out.Close()
+	c, err := core.Open(path, core.Options{Exe: filepath.Join(dir, "barrier-ompd"), SearchPath: []string{fixture.OMPDLibDir()}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer c.Close()
+	reps, err := buildReports(c, inspect.Source{Kind: "core", Core: path}, "all", viewFlags{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return reps[0]
+}
+
 // TestWriteJSONReport compares writeJSON with json.Encoder on what the
 // all and bt views write for a real report (the corpus's gcore of the
 // barrier fixture on the OMPD build), split as writeJSON splits and with
 // everything split.
 func TestWriteJSONReport(t *testing.T) {
-	dir := filepath.Join(fixture.RepoRoot(t), "testdata", "cores")
-	path := filepath.Join(t.TempDir(), "core")
-	out, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("xz", "-dc", filepath.Join(dir, "barrier-ompd-gcore.core.xz"))
-	cmd.Stdout = out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("xz: %v", err)
-	}
-	out.Close()
-	c, err := core.Open(path, core.Options{Exe: filepath.Join(dir, "barrier-ompd"), SearchPath: []string{fixture.OMPDLibDir()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	reps, err := buildReports(c, inspect.Source{Kind: "core", Core: path}, "all", viewFlags{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := reps[0]
+	rep := barrierCoreReport(t)
 	bts, err := backtraces(rep, viewFlags{})
 	if err != nil {
 		t.Fatal(err)
@@ -376,39 +383,20 @@ func TestAppendJSONString(t *testing.T) {
 }
 
 // BenchmarkWriteJSON writes the all view of the corpus's barrier core
-// with its threads, tasks, ICVs and backtraces repeated for 1024 threads, split as writeJSON
-// splits (split16) and everything split (split0).
+// with its threads, tasks, ICVs and backtraces repeated for 1024
+// threads, split as writeJSON splits (split16) and everything split
+// (split0).
 func BenchmarkWriteJSON(b *testing.B) {
-	dir := filepath.Join(fixture.RepoRoot(b), "testdata", "cores")
-	path := filepath.Join(b.TempDir(), "core")
-	out, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command("xz", "-dc", filepath.Join(dir, "barrier-ompd-gcore.core.xz"))
-	cmd.Stdout = out
-	if err := cmd.Run(); err != nil {
-		b.Fatalf("xz: %v", err)
-	}
-	out.Close()
-	c, err := core.Open(path, core.Options{Exe: filepath.Join(dir, "barrier-ompd"), SearchPath: []string{fixture.OMPDLibDir()}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	reps, err := buildReports(c, inspect.Source{Kind: "core", Core: path}, "all", viewFlags{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	all := *reps[0]
+	rep := barrierCoreReport(b)
+	all := *rep
 	if len(all.Backtraces) == 0 {
 		b.Fatal("the core's report has no backtraces")
 	}
 	for len(all.Backtraces) < 1024 {
-		all.Backtraces = append(all.Backtraces, reps[0].Backtraces...)
-		all.Threads = append(all.Threads, reps[0].Threads...)
-		all.Tasks = append(all.Tasks, reps[0].Tasks...)
-		all.ICVs = append(all.ICVs, reps[0].ICVs...)
+		all.Backtraces = append(all.Backtraces, rep.Backtraces...)
+		all.Threads = append(all.Threads, rep.Threads...)
+		all.Tasks = append(all.Tasks, rep.Tasks...)
+		all.ICVs = append(all.ICVs, rep.ICVs...)
 	}
 	for _, split := range []int{jsonSplit, 0} {
 		b.Run(fmt.Sprintf("split%d", split), func(b *testing.B) {
