@@ -272,22 +272,30 @@ func TestWriteJSONError(t *testing.T) {
 	}
 }
 
-// barrierCoreReport builds the all view's report of the corpus's gcore of
-// the barrier fixture on the OMPD build.
-func barrierCoreReport(tb testing.TB) *inspect.Report {
+// corpusCore decompresses the corpus's core name into a temporary file,
+// and returns the corpus's directory and the core's path.
+func corpusCore(tb testing.TB, name string) (dir, path string) {
 	tb.Helper()
-	dir := filepath.Join(fixture.RepoRoot(tb), "testdata", "cores")
-	path := filepath.Join(tb.TempDir(), "core")
+	dir = filepath.Join(fixture.RepoRoot(tb), "testdata", "cores")
+	path = filepath.Join(tb.TempDir(), "core")
 	out, err := os.Create(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	cmd := exec.Command("xz", "-dc", filepath.Join(dir, "barrier-ompd-gcore.core.xz"))
+	defer out.Close()
+	cmd := exec.Command("xz", "-dc", filepath.Join(dir, name))
 	cmd.Stdout = out
 	if err := cmd.Run(); err != nil {
-		tb.Fatalf("xz: %v", err)
+		tb.Fatalf("xz -dc %s: %v", name, err)
 	}
-	out.Close()
+	return dir, path
+}
+
+// barrierCoreReport builds the all view's report of the corpus's gcore of
+// the barrier fixture on the OMPD build.
+func barrierCoreReport(tb testing.TB) *inspect.Report {
+	tb.Helper()
+	dir, path := corpusCore(tb, "barrier-ompd-gcore.core.xz")
 	c, err := core.Open(path, core.Options{Exe: filepath.Join(dir, "barrier-ompd"), SearchPath: []string{fixture.OMPDLibDir()}})
 	if err != nil {
 		tb.Fatal(err)

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"path/filepath"
 	"testing"
 
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
 	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/core"
 	"github.com/ompd-inspect/ompd-inspect/target/unwind"
 )
 
@@ -80,5 +84,56 @@ func TestUnwindWhileBuilding(t *testing.T) {
 	})
 	if p != "build exploded" {
 		t.Fatalf("a panic while building and one while unwinding: raised %v", p)
+	}
+}
+
+// TestBuildReadsTheWalks: on a runtime that records no states (the
+// corpus's gcore of the barrier fixture on stock libomp 19), the report
+// asks the unwinding's walks (Options.Stacks) for an OpenMP thread's call
+// into the runtime (the one not in the barrier), and says what it says
+// without them.
+func TestBuildReadsTheWalks(t *testing.T) {
+	dir, path := corpusCore(t, "barrier-19-gcore.core.xz")
+	lib := fixture.StockLibomp(19)
+	c, err := core.Open(path, core.Options{Exe: filepath.Join(dir, "barrier-stock"), SearchPath: []string{filepath.Dir(lib)}})
+	if err != nil {
+		t.Fatalf("%v (run scripts/setup.sh)", err)
+	}
+	defer c.Close()
+	src := inspect.Source{Kind: "core", Core: path}
+	asked := map[int]int{}
+	_, rep, err := unwindWhileBuilding(c, func(opts inspect.Options) (*inspect.Report, error) {
+		walks := opts.Stacks
+		opts.Stacks = func(th *target.Thread) ([]unwind.Frame, bool) {
+			asked[th.TID]++
+			return walks(th)
+		}
+		return inspect.Build(c, src, opts)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := inspect.Build(c, src, inspect.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	openmp := map[int]bool{}
+	for _, th := range rep.Threads {
+		if th.OpenMP {
+			openmp[th.OSTID] = true
+		}
+	}
+	if len(openmp) != 4 || len(asked) == 0 {
+		t.Fatalf("%d OpenMP threads, walks asked for %v; want the fixture's 4, and some walk asked for", len(openmp), asked)
+	}
+	for tid := range asked {
+		if !openmp[tid] {
+			t.Errorf("the walk of thread %d, not an OpenMP thread, was asked for", tid)
+		}
+	}
+	got, _ := json.Marshal(rep.Threads)
+	want, _ := json.Marshal(alone.Threads)
+	if string(got) != string(want) {
+		t.Errorf("threads with the walks:\n%s\nwithout:\n%s", got, want)
 	}
 }
