@@ -186,8 +186,10 @@ func (u *Unwinding) keepPanic() {
 // left. A walk's panic is kept for Wait.
 func (u *Unwinding) Help() {
 	defer u.keepPanic()
-	// The frames of the threads this goroutine walks share arrays of
-	// arenaFrames: an array for each thread was a tenth of the walk.
+	// The frames of the threads this goroutine walks share arrays (an
+	// array for each thread was a tenth of the walk), sized for the
+	// threads left: an array is cleared when it is made, and one of
+	// arenaFrames cost a few threads' walk a millisecond.
 	var arena []unwind.Frame
 	for {
 		i := int(u.next.Add(1) - 1)
@@ -197,11 +199,18 @@ func (u *Unwinding) Help() {
 		if !u.state[i].CompareAndSwap(walkFree, walkTaken) {
 			continue // Frames walked it
 		}
-		if cap(arena)-len(arena) < arenaFrames/4 {
-			arena = make([]unwind.Frame, 0, arenaFrames)
+		if cap(arena)-len(arena) < arenaRoom {
+			arena = make([]unwind.Frame, 0, arenaSize(len(u.ths)-i))
 		}
 		arena = u.walk(i, arena)
 	}
+}
+
+// arenaSize is how many frames an array of Help's holds when left threads
+// are not yet taken: framesPerThread each, at least arenaRoom and at most
+// arenaFrames.
+func arenaSize(left int) int {
+	return min(max(left*framesPerThread, arenaRoom), arenaFrames)
 }
 
 // Frames returns the frames of thread th of the target, walking it now on
@@ -229,12 +238,21 @@ func (u *Unwinding) Frames(th *target.Thread) ([]unwind.Frame, bool) {
 	return u.w.threads[i].frames, true
 }
 
-// arenaFrames is how many frames an array of Help's holds.
-const arenaFrames = 2048
+// Sizes of Help's arrays of frames: at most arenaFrames; a new one is
+// made when one has room for fewer than arenaRoom (a walk that needs more
+// moves its own frames to a larger array); framesPerThread is the depth
+// of an OpenMP thread's stack, for the size (10 to 20 frames are usual).
+const (
+	arenaFrames     = 2048
+	arenaRoom       = 64
+	framesPerThread = 24
+)
 
 // walk unwinds thread i, its frames appended to arena, and returns the
 // arena. The thread's frames are a slice of it that appending to the
-// arena cannot reach.
+// arena cannot reach. A walk that outgrows the arena has its frames moved
+// to an array of their own (the arena's other threads' frames are not
+// copied), whose room is the arena returned.
 func (u *Unwinding) walk(i int, arena []unwind.Frame) []unwind.Frame {
 	// Done, with or without frames, also when the walk panics: a
 	// goroutine in Frames waits for it.
@@ -243,8 +261,13 @@ func (u *Unwinding) walk(i int, arena []unwind.Frame) []unwind.Frame {
 	wk := &u.w.threads[i]
 	wk.tid, wk.callAt = th.TID, -1
 	start := len(arena)
-	arena, wk.stop = u.u.UnwindAppend(arena, th)
-	wk.frames = arena[start:len(arena):len(arena)]
+	frames, stop := u.u.UnwindAppend(arena[start:start], th)
+	wk.frames, wk.stop = frames[:len(frames):len(frames)], stop
+	if len(frames) > cap(arena)-start {
+		arena = frames // moved: append made it a larger array
+	} else {
+		arena = arena[:start+len(frames)]
+	}
 	for j := range wk.frames {
 		f := &wk.frames[j]
 		if classifyModule(f.Module, u.w.runtimeLib) != inspect.KindUser {

@@ -1,0 +1,110 @@
+package stacks
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/target"
+)
+
+// chainTarget is a target whose threads' stacks are frame-pointer chains
+// of chosen depths, every return address in one module without an image
+// (so that the frame pointer is what unwinds them).
+type chainTarget struct {
+	mod     *target.Module
+	threads []target.Thread
+	mem     map[uint64]uint64 // 8-byte words by address
+}
+
+func (c *chainTarget) PID() int                  { return 1 }
+func (c *chainTarget) Threads() []target.Thread  { return c.threads }
+func (c *chainTarget) Modules() []*target.Module { return []*target.Module{c.mod} }
+func (c *chainTarget) Warnings() []string        { return nil }
+func (c *chainTarget) Close() error              { return nil }
+
+func (c *chainTarget) ReadMemory(addr uint64, buf []byte) error {
+	if addr%8 != 0 || len(buf) != 8 {
+		return fmt.Errorf("reading %d bytes at %#x: %w", len(buf), addr, target.ErrUnmapped)
+	}
+	v, ok := c.mem[addr]
+	if !ok {
+		return fmt.Errorf("reading %#x: %w", addr, target.ErrUnmapped)
+	}
+	binary.LittleEndian.PutUint64(buf, v)
+	return nil
+}
+
+// chainPC is the pc of frame j of thread k.
+func chainPC(k, j int) uint64 { return 0x400000 + uint64(k)<<16 + uint64(j)*4 + 1 }
+
+// newChainTarget makes one thread per depth: thread k's frame j (0
+// innermost) has pc chainPC(k, j), and its outermost frame returns to 0.
+func newChainTarget(depths []int) *chainTarget {
+	c := &chainTarget{
+		mod: &target.Module{Name: "/chain", Start: 0x400000, End: 0x400000 + uint64(len(depths))<<16},
+		mem: map[uint64]uint64{},
+	}
+	for k, d := range depths {
+		sp := 0x7f0000000000 + uint64(k)<<24
+		bp := sp + 16
+		c.threads = append(c.threads, target.Thread{TID: 100 + k, Regs: target.Registers{Rip: chainPC(k, 0), Rsp: sp, Rbp: bp}})
+		for j := 1; j <= d; j++ {
+			next := bp + 32
+			ra := uint64(0)
+			if j < d {
+				ra = chainPC(k, j)
+			}
+			c.mem[bp], c.mem[bp+8] = next, ra
+			bp = next
+		}
+	}
+	return c
+}
+
+// Threads whose walks share Help's arrays keep their own frames: walks
+// shorter than the room left, and walks that outgrow the array (and move
+// to one of their own) beside them.
+func TestUnwindingArenas(t *testing.T) {
+	depths := []int{3, 1000, 5, arenaRoom + 7, 1, 900, 40} // 168 frames an array (arenaSize(7))
+	c := newChainTarget(depths)
+	for _, workers := range []int{0, 1, 3} {
+		t.Run(fmt.Sprint(workers, " workers"), func(t *testing.T) {
+			w := StartUnwind(c, "", workers).Wait()
+			if len(w.threads) != len(depths) {
+				t.Fatalf("%d walks, want %d", len(w.threads), len(depths))
+			}
+			for k, d := range depths {
+				wk := w.threads[k]
+				if wk.tid != 100+k {
+					t.Errorf("walk %d is of thread %d, want %d", k, wk.tid, 100+k)
+				}
+				if len(wk.frames) != d {
+					t.Errorf("thread %d: %d frames, want %d (stop %v)", wk.tid, len(wk.frames), d, wk.stop)
+					continue
+				}
+				if cap(wk.frames) != len(wk.frames) {
+					t.Errorf("thread %d: frames of capacity %d, want %d (appending would reach other frames)", wk.tid, cap(wk.frames), len(wk.frames))
+				}
+				for j, f := range wk.frames {
+					if f.PC != chainPC(k, j) {
+						t.Errorf("thread %d frame %d: pc %#x, want %#x", wk.tid, j, f.PC, chainPC(k, j))
+						break
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestArenaSize(t *testing.T) {
+	for _, c := range []struct{ left, want int }{
+		{1, arenaRoom},
+		{4, 4 * framesPerThread},
+		{1024, arenaFrames},
+	} {
+		if got := arenaSize(c.left); got != c.want {
+			t.Errorf("arenaSize(%d) = %d, want %d", c.left, got, c.want)
+		}
+	}
+}
