@@ -371,7 +371,10 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 		err = fmt.Errorf("detaching from process %d: %w", pid, derr)
 	}
 	if pt != nil {
-		pt.detached = time.Now()
+		pt.detached = p.Released() // not the wait for the tracing thread's exit
+		if pt.detached.IsZero() {
+			pt.detached = time.Now()
+		}
 	}
 	if err != nil {
 		return nil, err

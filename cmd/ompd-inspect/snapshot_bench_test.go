@@ -104,7 +104,7 @@ func BenchmarkSnapshot(b *testing.B) {
 						b.Fatal(err)
 					}
 					err = proc.Detach()
-					stopped += time.Since(proc.StopBegan())
+					stopped += proc.Released().Sub(proc.StopBegan())
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -11,8 +11,9 @@ import (
 // phaseTimes records when each phase of one inspection ended (--stats).
 // For a live process, the target is stopped from the first interrupt
 // (stopping, inside attach, after the modules' files were opened) to the
-// last detach: attach and detach alone are the floor any tool pays; read
-// is what ompd-inspect adds.
+// last detach (detached, ptrace.Process.Released: the wait for the
+// tracing thread's exit that follows is not counted): attach and detach
+// alone are the floor any tool pays; read is what ompd-inspect adds.
 type phaseTimes struct {
 	start, stopping, attached, built, detached time.Time
 	threads                                    int

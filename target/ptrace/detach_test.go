@@ -17,14 +17,22 @@ import (
 
 // TestDetachKeepsModules checks that after Detach the process runs again
 // and its memory can no longer be read, while its modules' images still
-// answer (the stacks read while stopped are named after Detach).
+// answer (the stacks read while stopped are named after Detach), and that
+// Released is when Detach released it.
 func TestDetachKeepsModules(t *testing.T) {
 	tt := startThreads(t)
 	p := attach(t, tt.pid, Options{})
 	c1 := readMemFile(t, tt.pid, tt.counter)
 	checkStoppedByUs(t, tt.pid)
+	if r := p.Released(); !r.IsZero() {
+		t.Fatalf("Released before Detach: %v, want the zero time", r)
+	}
+	detaching := time.Now()
 	if err := p.Detach(); err != nil {
 		t.Fatalf("Detach: %v", err)
+	}
+	if r, now := p.Released(), time.Now(); r.Before(detaching) || r.After(now) || !r.After(p.StopBegan()) {
+		t.Errorf("Released %v: want it during Detach (%v to %v), after StopBegan %v", r, detaching, now, p.StopBegan())
 	}
 	waitRunning(t, tt.pid)
 	waitCounterAbove(t, tt.pid, tt.counter, c1)

@@ -125,8 +125,9 @@ type Process struct {
 	// in a PTRACE_SEIZE (reapTracedZombies).
 	seizes *seizeWatch
 
-	// stopBegan is when Attach began to stop the threads.
-	stopBegan time.Time
+	// stopBegan is when Attach began to stop the threads; released, when
+	// Detach had detached them (Released).
+	stopBegan, released time.Time
 
 	// early are the images opened before the process was stopped, by
 	// file name, that the modules have not taken (openEarly); prepared
@@ -249,6 +250,11 @@ func (p *Process) PID() int { return p.pid }
 // were opened before.
 func (p *Process) StopBegan() time.Time { return p.stopBegan }
 
+// Released returns when Detach had detached the last stopped thread,
+// before it waited for the tracing thread to exit (the zero time before
+// Detach). From StopBegan to Released the target was held stopped.
+func (p *Process) Released() time.Time { return p.released }
+
 // WasStopped reports whether the process was stopped by job control
 // (/proc state T) before Attach; Close leaves it stopped then.
 func (p *Process) WasStopped() bool { return p.wasStopped }
@@ -327,7 +333,10 @@ func (p *Process) Detach() error {
 	p.detachOnce.Do(func() {
 		p.closed.Store(true)
 		var errs []error
-		p.tr.do(func() { errs = p.detachAll() })
+		p.tr.do(func() {
+			errs = p.detachAll()
+			p.released = time.Now()
+		})
 		if err := p.tr.stop(); err != nil {
 			errs = append(errs, fmt.Errorf("process %d: detaching: %w", p.pid, err))
 		}
