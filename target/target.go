@@ -108,24 +108,34 @@ type Symbol struct {
 // preferring a defined, non-local-import definition. When module is not
 // nil, only that module is searched.
 func LookupSymbol(t Target, name string, module *Module) (Symbol, error) {
-	mods := t.Modules()
 	if module != nil {
-		mods = []*Module{module}
-	}
-	for _, m := range mods {
-		if m.Image == nil {
-			continue
+		// Not t.Modules(), which a live process copies.
+		if s, ok := symbolIn(module, name); ok {
+			return s, nil
 		}
-		s, ok := m.Image.Symbol(name)
-		if !ok {
-			continue
+	} else {
+		for _, m := range t.Modules() {
+			if s, ok := symbolIn(m, name); ok {
+				return s, nil
+			}
 		}
-		if s.TLS {
-			return Symbol{Name: name, Addr: s.Value, Size: s.Size, Module: m, TLS: true}, nil
-		}
-		return Symbol{Name: name, Addr: s.Value + m.Bias, Size: s.Size, Module: m}, nil
 	}
 	return Symbol{}, fmt.Errorf("symbol %s: not found in any loaded module", name)
+}
+
+// symbolIn looks name up in module m's image.
+func symbolIn(m *Module, name string) (Symbol, bool) {
+	if m.Image == nil {
+		return Symbol{}, false
+	}
+	s, ok := m.Image.Symbol(name)
+	switch {
+	case !ok:
+		return Symbol{}, false
+	case s.TLS:
+		return Symbol{Name: name, Addr: s.Value, Size: s.Size, Module: m, TLS: true}, true
+	}
+	return Symbol{Name: name, Addr: s.Value + m.Bias, Size: s.Size, Module: m}, true
 }
 
 // ModuleAt returns the module that maps addr, or nil.

@@ -333,6 +333,9 @@ func checkTLSErrors(t *testing.T, what string, tg target.Target, g gdbView) {
 	if main.TLS || main.Addr != g.syms["main"] {
 		t.Fatalf("%s: main = %+v, gdb says %#x", what, main, g.syms["main"])
 	}
+	if m, err := target.LookupSymbol(tg, "main", exe); err != nil || m.Addr != main.Addr || m.Module != exe {
+		t.Errorf("%s: LookupSymbol(main, the executable) = %+v, %v; want %#x in %s", what, m, err, main.Addr, exe.Name)
+	}
 	for _, th := range []*target.Thread{nil, th} {
 		if a, err := target.LookupTLSSymbol(tg, th, "main", nil); err != nil || a != main.Addr {
 			t.Errorf("%s: LookupTLSSymbol(main) = %#x, %v; want %#x", what, a, err, main.Addr)
