@@ -571,8 +571,11 @@ func (p *Process) recheck(tid int) bool {
 }
 
 // waitStopped polls every traced thread that has not stopped yet until all
-// have, each at most opts.StopTries times.
+// have, each at most opts.StopTries times. A round in which no thread
+// stopped is followed by a pause of firstStopPause, doubling up to
+// opts.StopInterval: most threads stop within tens of microseconds.
 func (p *Process) waitStopped(opts Options) error {
+	pause := firstStopPause
 	for !p.allStopped() {
 		if err := p.checkInterrupt(); err != nil {
 			return err
@@ -612,10 +615,26 @@ func (p *Process) waitStopped(opts Options) error {
 			}
 		}
 		if !progress {
-			time.Sleep(opts.StopInterval)
+			sleepThread(min(pause, opts.StopInterval))
+			pause *= 2
+		} else {
+			pause = firstStopPause
 		}
 	}
 	return nil
+}
+
+// firstStopPause is waitStopped's first pause.
+const firstStopPause = 25 * time.Microsecond
+
+// sleepThread blocks the calling OS thread for d (less when a signal
+// interrupts it). On the tracing thread, which is locked to its goroutine,
+// time.Sleep took 1.3 to 1.9 ms for 500 µs: the goroutine is woken by
+// the runtime's timers, at millisecond resolution, then handed back to
+// the locked thread.
+func sleepThread(d time.Duration) {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	_ = unix.Nanosleep(&ts, nil) // EINTR: the caller polls again sooner
 }
 
 // notStoppingError names a thread that did not stop, with its state.

@@ -39,8 +39,9 @@ type Options struct {
 	// before giving up on the process (a thread in uninterruptible sleep
 	// does not stop until it wakes). Zero means DefaultStopTries.
 	StopTries int
-	// StopInterval is the pause between polling rounds in which no thread
-	// stopped. Zero means DefaultStopInterval.
+	// StopInterval is the longest pause between polling rounds in which
+	// no thread stopped (the first pauses are shorter). Zero means
+	// DefaultStopInterval.
 	StopInterval time.Duration
 	// Interrupt, when not nil, lets the caller stop an Attach in progress:
 	// Attach looks at it before its first request, after every thread it
@@ -78,8 +79,8 @@ type Options struct {
 	afterSeize func(tid int)
 }
 
-// Defaults for Options: 6000 polls 500µs apart wait at least three seconds
-// for a thread to stop.
+// Defaults for Options: 6000 polls, all but the first few of a round 500µs
+// apart, wait about three seconds for a thread to stop.
 const (
 	// DefaultStopTries is the StopTries used when Options leaves it zero.
 	DefaultStopTries = 6000

@@ -91,7 +91,7 @@ func (t *tracer) stop() error {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
-		time.Sleep(tracerExitInterval)
+		sleepThread(tracerExitInterval) // time.Sleep rounds it up to a millisecond or more
 	}
 	return fmt.Errorf("tracing thread %d did not exit", t.tid)
 }
