@@ -3,6 +3,7 @@ package llvm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -28,6 +29,10 @@ type AddressSpace struct {
 	walkErr   error
 
 	locks lockFacts // what BlockedOn reads once
+
+	envOnce sync.Once
+	env     []string // DisplayControlVars' answer, read once (until Refresh)
+	envErr  error
 
 	identMu sync.Mutex
 	idents  map[ompd.Address]identLocation // identLocation's answers, by ident_t address
@@ -134,8 +139,17 @@ func (as *AddressSpace) DLLLocations() ([]string, error) {
 }
 
 // DisplayControlVars returns the runtime's display control variables as
-// NAME=VALUE strings (ompd_get_display_control_vars).
+// NAME=VALUE strings (ompd_get_display_control_vars). They are read once
+// (a report asks twice: for the variables and for the lock checks) until
+// Refresh; each caller gets its own slice.
 func (as *AddressSpace) DisplayControlVars() ([]string, error) {
+	as.envOnce.Do(func() { as.env, as.envErr = as.readControlVars() })
+	return slices.Clone(as.env), as.envErr
+}
+
+// readControlVars reads the display control variables from the runtime's
+// ompd_env_block.
+func (as *AddressSpace) readControlVars() ([]string, error) {
 	const op = "ompd_get_display_control_vars"
 	addr, err := as.cb.SymbolAddr("ompd_env_block", as.mem.lay.hint)
 	if err != nil {

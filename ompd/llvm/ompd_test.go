@@ -853,8 +853,19 @@ func TestDisplayControlVars(t *testing.T) {
 			t.Errorf("DisplayControlVars() = %q, want %q", got, want)
 		}
 	})
+	// Read once until Refresh; each caller has its own slice.
 	s := newScenario(t, layouts[0], tracking)
+	as := s.init(t)
+	first := try(as.DisplayControlVars()).must(t)
+	first[1] = "changed by the caller"
 	s.b.ptr(s.b.tgt.syms["ompd_env_block"], 0)
+	if got := try(as.DisplayControlVars()).must(t); len(got) != 5 || got[1] != "  _OPENMP='201611'" {
+		t.Errorf("DisplayControlVars() again = %q, want the first answer, as read", got)
+	}
+	as.Refresh()
+	if _, err := as.DisplayControlVars(); !errors.Is(err, ompd.ErrUnavailable) {
+		t.Errorf("DisplayControlVars() after Refresh, with no block: %v, want ErrUnavailable", err)
+	}
 	_, err := s.init(t).DisplayControlVars()
 	if !errors.Is(err, ompd.ErrUnavailable) {
 		t.Errorf("DisplayControlVars() with no block: %v, want ErrUnavailable", err)

@@ -18,6 +18,7 @@ func (as *AddressSpace) Refresh() {
 	as.identMu.Lock()
 	as.idents = nil
 	as.identMu.Unlock()
+	as.envOnce, as.env, as.envErr = sync.Once{}, nil, nil
 }
 
 // TeamFieldAddr returns the address of the field of the thread's
