@@ -3,6 +3,8 @@ package stacks
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/target"
@@ -105,6 +107,52 @@ func TestArenaSize(t *testing.T) {
 	} {
 		if got := arenaSize(c.left); got != c.want {
 			t.Errorf("arenaSize(%d) = %d, want %d", c.left, got, c.want)
+		}
+	}
+}
+
+// prefetchTarget is a chainTarget that reads ahead: it records what it is
+// asked for, and how many walks' reads came before.
+type prefetchTarget struct {
+	*chainTarget
+	mu      sync.Mutex
+	asked   [][]uint64
+	readsBy []int // reads made before each Prefetch
+	reads   int
+}
+
+func (p *prefetchTarget) Prefetch(addrs []uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asked = append(p.asked, slices.Clone(addrs))
+	p.readsBy = append(p.readsBy, p.reads)
+}
+
+func (p *prefetchTarget) ReadMemory(addr uint64, buf []byte) error {
+	p.mu.Lock()
+	p.reads++
+	p.mu.Unlock()
+	return p.chainTarget.ReadMemory(addr, buf)
+}
+
+// An unwinding asks a target that reads ahead for every thread's stack
+// pointer once, before the walks read anything; its walks are the same.
+func TestUnwindingReadsStacksAhead(t *testing.T) {
+	depths := []int{3, 7, 1, 12}
+	for _, workers := range []int{0, 1, 3} {
+		p := &prefetchTarget{chainTarget: newChainTarget(depths)}
+		w := StartUnwind(p, "", workers).Wait()
+		var want []uint64
+		for _, th := range p.threads {
+			want = append(want, th.Regs.Rsp)
+		}
+		if len(p.asked) != 1 || !slices.Equal(p.asked[0], want) || p.readsBy[0] != 0 {
+			t.Errorf("%d workers: asked ahead for %#x after %v reads, want %#x once, before any", workers, p.asked, p.readsBy, want)
+		}
+		for k, d := range depths {
+			if got := len(w.threads[k].frames); got != d {
+				t.Errorf("%d workers: thread %d: %d frames, want %d", workers, k, got, d)
+			}
 		}
 	}
 }

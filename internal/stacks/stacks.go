@@ -135,6 +135,8 @@ type Unwinding struct {
 	next   atomic.Int64   // the next thread to walk
 	wg     sync.WaitGroup
 	failed atomic.Pointer[any] // a walk's panic, raised again by Wait
+
+	ahead sync.Once // the threads' stack pages read ahead (readStacksAhead)
 }
 
 // States of a thread's walk in an Unwinding.
@@ -186,6 +188,7 @@ func (u *Unwinding) keepPanic() {
 // left. A walk's panic is kept for Wait.
 func (u *Unwinding) Help() {
 	defer u.keepPanic()
+	u.ahead.Do(u.readStacksAhead)
 	// The frames of the threads this goroutine walks share arrays (an
 	// array for each thread was a tenth of the walk), sized for the
 	// threads left: an array is cleared when it is made, and one of
@@ -211,6 +214,25 @@ func (u *Unwinding) Help() {
 // arenaFrames.
 func arenaSize(left int) int {
 	return min(max(left*framesPerThread, arenaRoom), arenaFrames)
+}
+
+// readStacksAhead asks a target that reads ahead (target.Prefetcher) for
+// the page at every thread's stack pointer, which its walk reads first: a
+// thousand pages in one system call cost a third of what they cost one
+// by one. The first goroutine to help does it; the others wait for it,
+// as their walks need those pages.
+func (u *Unwinding) readStacksAhead() {
+	p, ok := u.w.t.(target.Prefetcher)
+	if !ok {
+		return
+	}
+	sps := make([]uint64, 0, len(u.ths))
+	for _, th := range u.ths {
+		if th.Regs.Rsp != 0 {
+			sps = append(sps, th.Regs.Rsp)
+		}
+	}
+	p.Prefetch(sps)
 }
 
 // Frames returns the frames of thread th of the target, walking it now on
