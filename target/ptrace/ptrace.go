@@ -105,6 +105,7 @@ type Process struct {
 	// seized (some may have been dropped since).
 	interrupt <-chan os.Signal
 	seized    int
+	listings  int // times Attach read the task list
 	// image identifies the program the process ran when Attach began
 	// (execIdentity), unless imageErr says why it could not be read.
 	image    []byte

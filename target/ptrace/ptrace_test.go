@@ -455,6 +455,11 @@ func TestAttachThreads(t *testing.T) {
 	if w := p.Warnings(); len(w) != 0 {
 		t.Fatalf("warnings %q, want none", w)
 	}
+	// Once every thread was held, the process's thread count said so: the
+	// task list was read once.
+	if p.listings != 1 {
+		t.Errorf("the task list was read %d times, want once", p.listings)
+	}
 
 	// One read of a cold page is one fetch.
 	if reads, fetches := p.cache.Stats(); reads != 1 || fetches != 1 {
