@@ -256,6 +256,8 @@ type builder struct {
 	threadsErr error
 	// unavailable collects the report fields the backend cannot fill.
 	unavailable map[string]bool
+	// symbolized caches symbolize's answers by address.
+	symbolized map[uint64][2]string
 }
 
 // release gives every handle back, then the address space.
@@ -383,14 +385,22 @@ func (b *builder) runtimeGNU() {
 	r.OMPDDLLLocations = []string{}
 }
 
-// symbolize names the function at addr and gives its DWARF source line.
+// symbolize names the function at addr and gives its DWARF source line,
+// once per address: a thousand threads' implicit tasks run one function.
 func (b *builder) symbolize(addr uint64) (fn, loc string) {
+	if s, ok := b.symbolized[addr]; ok {
+		return s[0], s[1]
+	}
 	fn = FuncName(b.t, addr)
 	if m := target.ModuleAt(b.t, addr); m != nil && m.Image != nil {
 		if file, line, ok := m.Image.LineAt(addr - m.Bias); ok {
 			loc = fmt.Sprintf("%s:%d", file, line)
 		}
 	}
+	if b.symbolized == nil {
+		b.symbolized = map[uint64][2]string{}
+	}
+	b.symbolized[addr] = [2]string{fn, loc}
 	return fn, loc
 }
 
@@ -419,7 +429,11 @@ func (b *builder) threads() {
 		}
 		return
 	}
-	for _, nt := range b.t.Threads() {
+	ths := b.t.Threads()
+	// Sized once: each thread has a task at least.
+	b.r.Threads = slices.Grow(b.r.Threads, len(ths))
+	b.r.Tasks = slices.Grow(b.r.Tasks, len(ths))
+	for _, nt := range ths {
 		th := Thread{OSTID: nt.TID}
 		h, err := b.as.ThreadHandle(ompd.ThreadIDPthread, nt.ThreadPointer())
 		if err != nil {

@@ -45,6 +45,16 @@ var icvTable = []ompd.ICV{
 	{Name: "ompd-team-size-var", Scope: ompd.ScopeParallel},
 }
 
+// icvOps name the operation of reading each ICV of icvTable, for errors:
+// made once, not at each of the tens of thousands of reads of a report.
+var icvOps = func() []string {
+	ops := make([]string, len(icvTable))
+	for i, icv := range icvTable {
+		ops[i] = "reading " + icv.Name
+	}
+	return ops
+}()
+
 // EnumerateICVs lists the ICVs (ompd_enumerate_icvs), IDs from 1.
 func (as *AddressSpace) EnumerateICVs() []ompd.ICV {
 	out := make([]ompd.ICV, len(icvTable))
@@ -72,7 +82,7 @@ func (as *AddressSpace) ICVValue(handle any, id ompd.ICVID) (ompd.Value, error) 
 	if err != nil {
 		return ompd.Value{}, err
 	}
-	op := "reading " + icv.Name
+	op := icvOps[id-1]
 	num := func(v int64, err error) (ompd.Value, error) {
 		var e *ompd.Error
 		if errors.As(err, &e) {
