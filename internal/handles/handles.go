@@ -30,12 +30,27 @@ type Releaser interface {
 	Release() error
 }
 
+// Keyed is implemented by handles that name their runtime object by a
+// key (its addresses): two handles name the same object (Compare gives 0)
+// exactly when their keys are equal. A native backend knows the object's
+// addresses; the runtime's own OMPD library hands out opaque handles,
+// which only Compare tells apart. The key is a plain array, so that a
+// backend implements Keyed without importing this package.
+type Keyed interface {
+	HandleKey() [2]uint64
+}
+
 // Table interns handles: one per runtime object. The zero Table is empty
-// and ready to use. Lookups scan the table: reports hold hundreds of
-// objects, not millions.
+// and ready to use. Keyed handles are looked up by key; others by
+// comparing with each handle kept (a thousand threads' tasks compared
+// pairwise were 5 ms of a report).
 type Table[H Handle[H]] struct {
 	items []H
 	errs  []error
+	// byKey indexes items by key while each has one; once one has none,
+	// unkeyed is set and lookups compare.
+	byKey   map[[2]uint64]int
+	unkeyed bool
 }
 
 // Intern returns the index of the runtime object h names and whether h is
@@ -47,12 +62,25 @@ func (t *Table[H]) Intern(h H) (i int, first bool) {
 		return i, false
 	}
 	t.items = append(t.items, h)
-	return len(t.items) - 1, true
+	i = len(t.items) - 1
+	if k, ok := any(h).(Keyed); ok && !t.unkeyed {
+		if t.byKey == nil {
+			t.byKey = make(map[[2]uint64]int)
+		}
+		t.byKey[k.HandleKey()] = i
+	} else {
+		t.unkeyed, t.byKey = true, nil
+	}
+	return i, true
 }
 
 // Find returns the index of the object h names, if it was interned. It
 // neither keeps nor releases h.
 func (t *Table[H]) Find(h H) (int, bool) {
+	if k, ok := any(h).(Keyed); ok && !t.unkeyed {
+		i, found := t.byKey[k.HandleKey()]
+		return i, found
+	}
 	for i, x := range t.items {
 		if x.Compare(h) == 0 {
 			return i, true
@@ -74,7 +102,7 @@ func (t *Table[H]) Release() error {
 	for _, h := range t.items {
 		t.release(h)
 	}
-	t.items = nil
+	t.items, t.byKey, t.unkeyed = nil, nil, false
 	errs := t.errs
 	t.errs = nil
 	return errors.Join(errs...)

@@ -156,3 +156,96 @@ func TestReleaseOneAndKeptErrors(t *testing.T) {
 		t.Fatalf("second Release() = %v; errors are reported once", err)
 	}
 }
+
+// keyed names its object by a key, and counts the comparisons made.
+type keyed struct {
+	addr, lwt uint64
+	compares  *int
+}
+
+func (k *keyed) Compare(o *keyed) int {
+	*k.compares++
+	if k.addr == o.addr && k.lwt == o.lwt {
+		return 0
+	}
+	return 1
+}
+
+func (k *keyed) HandleKey() [2]uint64 { return [2]uint64{k.addr, k.lwt} }
+
+// Keyed handles are looked up by key: a thousand of them interned twice
+// are compared with none.
+func TestKeyedHandles(t *testing.T) {
+	compares := 0
+	var tab Table[*keyed]
+	for i := range 1000 {
+		if got, first := tab.Intern(&keyed{addr: uint64(i) * 64, compares: &compares}); got != i || !first {
+			t.Fatalf("Intern(%#x) = %d, %v; want %d, true", i*64, got, first, i)
+		}
+	}
+	for i := range 1000 {
+		if got, first := tab.Intern(&keyed{addr: uint64(i) * 64, compares: &compares}); got != i || first {
+			t.Fatalf("second Intern(%#x) = %d, %v; want %d, false", i*64, got, first, i)
+		}
+		if got, ok := tab.Find(&keyed{addr: uint64(i) * 64, lwt: 8, compares: &compares}); ok {
+			t.Fatalf("Find(%#x with another lwt) = %d: found an object never interned", i*64, got)
+		}
+	}
+	if compares != 0 {
+		t.Errorf("%d comparisons, want none", compares)
+	}
+	if err := tab.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if i, ok := tab.Find(&keyed{addr: 64, compares: &compares}); ok || tab.Len() != 0 {
+		t.Errorf("after Release: Find(0x40) = %d, %v and Len %d; want nothing", i, ok, tab.Len())
+	}
+}
+
+// mixed is a handle type some of whose handles have keys and some not.
+type mixed interface{ Compare(mixed) int }
+
+type keyedMixed uint64
+
+func (k keyedMixed) Compare(o mixed) int  { return cmpMixed(uint64(k), o) }
+func (k keyedMixed) HandleKey() [2]uint64 { return [2]uint64{uint64(k), 0} }
+
+type plainMixed uint64
+
+func (p plainMixed) Compare(o mixed) int { return cmpMixed(uint64(p), o) }
+
+func cmpMixed(a uint64, o mixed) int {
+	var b uint64
+	switch o := o.(type) {
+	case keyedMixed:
+		b = uint64(o)
+	case plainMixed:
+		b = uint64(o)
+	}
+	if a == b {
+		return 0
+	}
+	return 1
+}
+
+// Once a handle without a key is kept, every lookup compares: a keyed
+// handle still finds the object an unkeyed one named, and the reverse.
+func TestMixedHandles(t *testing.T) {
+	var tab Table[mixed]
+	tab.Intern(keyedMixed(0x10))
+	tab.Intern(keyedMixed(0x20))
+	if i, first := tab.Intern(plainMixed(0x30)); i != 2 || !first {
+		t.Fatalf("Intern(plain 0x30) = %d, %v; want 2, true", i, first)
+	}
+	for _, c := range []struct {
+		h mixed
+		i int
+	}{{plainMixed(0x10), 0}, {keyedMixed(0x20), 1}, {keyedMixed(0x30), 2}, {plainMixed(0x30), 2}} {
+		if i, ok := tab.Find(c.h); !ok || i != c.i {
+			t.Errorf("Find(%T %#x) = %d, %v; want %d", c.h, c.h, i, ok, c.i)
+		}
+	}
+	if i, ok := tab.Find(keyedMixed(0x40)); ok {
+		t.Errorf("Find(keyed 0x40) = %d: found an object never interned", i)
+	}
+}

@@ -458,6 +458,9 @@ func (p *gparallel) Compare(o backend.Parallel) int {
 	return cmp.Compare(p.addr, o.(*gparallel).addr)
 }
 
+// HandleKey is what Compare compares (internal/handles.Keyed).
+func (p *gparallel) HandleKey() [2]uint64 { return [2]uint64{p.addr, 0} }
+
 func (p *gparallel) Enclosing() (backend.Parallel, error) {
 	if p.addr == 0 {
 		return nil, ompd.ErrUnavailable
@@ -587,6 +590,9 @@ func (k *gtask) Compare(o backend.Task) int {
 	}
 	return cmp.Compare(k.initialOf, ok.initialOf)
 }
+
+// HandleKey is what Compare compares (internal/handles.Keyed).
+func (k *gtask) HandleKey() [2]uint64 { return [2]uint64{k.addr, k.initialOf} }
 
 // Taskgroup implements ompd.TaskgroupMember: the task's taskgroup
 // (gomp_task.taskgroup: the one it was created in, inherited by the tasks

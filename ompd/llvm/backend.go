@@ -104,6 +104,10 @@ func (n nativeParallel) Release() error { return nil }
 func (n nativeParallel) Compare(o backend.Parallel) int {
 	return n.p.Compare(o.(nativeParallel).p)
 }
+
+// HandleKey is the region's team and light-weight team addresses, which
+// Compare compares (internal/handles.Keyed).
+func (n nativeParallel) HandleKey() [2]uint64 { return [2]uint64{n.p.team, n.p.lwt} }
 func (n nativeParallel) Enclosing() (backend.Parallel, error) {
 	return wrapParallel(n.p.Enclosing())
 }
@@ -127,6 +131,10 @@ func (n nativeTask) Release() error { return nil }
 func (n nativeTask) Compare(o backend.Task) int {
 	return n.k.Compare(o.(nativeTask).k)
 }
+
+// HandleKey is the task's data and light-weight team addresses, which
+// Compare compares (internal/handles.Keyed).
+func (n nativeTask) HandleKey() [2]uint64 { return [2]uint64{n.k.td, n.k.lwt} }
 func (n nativeTask) Generating() (backend.Task, error) { return wrapTask(n.k.Generating()) }
 func (n nativeTask) Scheduling() (backend.Task, error) { return wrapTask(n.k.Scheduling()) }
 func (n nativeTask) Parallel() (backend.Parallel, error) {
