@@ -859,8 +859,10 @@ func TestDisplayControlVars(t *testing.T) {
 	first := try(as.DisplayControlVars()).must(t)
 	first[1] = "changed by the caller"
 	s.b.ptr(s.b.tgt.syms["ompd_env_block"], 0)
-	if got := try(as.DisplayControlVars()).must(t); len(got) != 5 || got[1] != "  _OPENMP='201611'" {
-		t.Errorf("DisplayControlVars() again = %q, want the first answer, as read", got)
+	want := []string{"OPENMP DISPLAY ENVIRONMENT BEGIN", "  _OPENMP='201611'", "  OMP_DYNAMIC='TRUE'",
+		"  OMP_SCHEDULE='GUIDED,5'", "OPENMP DISPLAY ENVIRONMENT END"}
+	if got := try(as.DisplayControlVars()).must(t); !reflect.DeepEqual(got, want) {
+		t.Errorf("DisplayControlVars() again = %q, want the first answer, as read: %q", got, want)
 	}
 	as.Refresh()
 	if _, err := as.DisplayControlVars(); !errors.Is(err, ompd.ErrUnavailable) {

@@ -7,11 +7,12 @@ import (
 )
 
 // Refresh forgets what the address space read from the runtime's thread
-// table and the source locations it read, so that the next call reads
-// them again. A tool that follows a running process (ompd-inspect's
-// trace) keeps one address space handle for the process and refreshes it
-// at every stop; the layout the runtime describes in its ompd_* symbols
-// is fixed and kept.
+// table, the source locations and the display control variables it read,
+// so that the next call reads them again. A tool that follows a running
+// process (ompd-inspect's trace) keeps one address space handle for the
+// process and refreshes it at every stop; the layout the runtime
+// describes in its ompd_* symbols is fixed and kept. Refresh must not run
+// while other methods of the address space or its handles do.
 func (as *AddressSpace) Refresh() {
 	as.once = sync.Once{}
 	as.threads, as.byPthread, as.byInfo, as.walkErr = nil, nil, nil, nil

@@ -638,8 +638,12 @@ func (p *Process) waitStopped(opts Options) error {
 			}
 		}
 		if !progress {
-			sleepThread(min(pause, opts.StopInterval))
-			pause *= 2
+			pause = min(pause, opts.StopInterval)
+			if opts.onPause != nil {
+				opts.onPause(pause)
+			}
+			sleepThread(pause)
+			pause = min(pause*2, opts.StopInterval)
 		} else {
 			pause = firstStopPause
 		}
@@ -650,14 +654,21 @@ func (p *Process) waitStopped(opts Options) error {
 // firstStopPause is waitStopped's first pause.
 const firstStopPause = 25 * time.Microsecond
 
-// sleepThread blocks the calling OS thread for d (less when a signal
-// interrupts it). On the tracing thread, which is locked to its goroutine,
+// sleepThread blocks the calling OS thread for d, again for what is left
+// when a signal interrupts it (the Go runtime's own signals, SIGCHLD from
+// the tracees). On the tracing thread, which is locked to its goroutine,
 // time.Sleep took 1.3 to 1.9 ms for 500 µs: the goroutine is woken by
 // the runtime's timers, at millisecond resolution, then handed back to
 // the locked thread.
 func sleepThread(d time.Duration) {
 	ts := unix.NsecToTimespec(d.Nanoseconds())
-	_ = unix.Nanosleep(&ts, nil) // EINTR: the caller polls again sooner
+	for {
+		var left unix.Timespec
+		if err := unix.Nanosleep(&ts, &left); !errors.Is(err, unix.EINTR) {
+			return // done, or d was not a valid time (nothing to wait)
+		}
+		ts = left
+	}
 }
 
 // notStoppingError names a thread that did not stop, with its state.

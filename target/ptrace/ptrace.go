@@ -77,6 +77,9 @@ type Options struct {
 	// afterSeize, when set (by tests), runs on the tracing thread after a
 	// thread has been seized and before it is interrupted.
 	afterSeize func(tid int)
+	// onPause, when set (by tests), is told each pause Attach makes while
+	// it waits for threads to stop.
+	onPause func(time.Duration)
 }
 
 // Defaults for Options: 6000 polls, all but the first few of a round 500µs
@@ -254,7 +257,8 @@ func (p *Process) StopBegan() time.Time { return p.stopBegan }
 
 // Released returns when Detach had detached the last stopped thread,
 // before it waited for the tracing thread to exit (the zero time before
-// Detach). From StopBegan to Released the target was held stopped.
+// Detach). From StopBegan to Released the target was held stopped. Read
+// it once Detach (or Close) has returned.
 func (p *Process) Released() time.Time { return p.released }
 
 // WasStopped reports whether the process was stopped by job control

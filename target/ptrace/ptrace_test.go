@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -811,6 +812,9 @@ func TestThreadsAppearingWhileAttaching(t *testing.T) {
 		if err != nil {
 			t.Fatalf("attach %d: %v", i, err)
 		}
+		// A failure below must not leave the threads traced: the
+		// spawner could not be stopped and the test would hang.
+		t.Cleanup(func() { _ = p.Close() })
 		listed := make(map[int]bool)
 		seen := make(map[uint64]int)
 		for _, th := range p.Threads() {
@@ -895,10 +899,22 @@ func checkVforkerReleased(t *testing.T, pr *proc, pid, child int) {
 func TestThreadThatNeverStops(t *testing.T) {
 	pr, pid, child := startVforker(t)
 
-	_, err := Attach(pid, Options{StopTries: 20, StopInterval: time.Millisecond})
-	want := fmt.Sprintf("process %d: thread %d did not stop after 20 tries (state D (disk sleep)); detached from the process", pid, pid)
+	// Each pause while no thread stops doubles, from firstStopPause, up to
+	// StopInterval and stays there (70 tries: past the 62 doublings that
+	// would overflow a pause left to grow).
+	var pauses []time.Duration
+	_, err := Attach(pid, Options{StopTries: 70, StopInterval: time.Millisecond, onPause: func(d time.Duration) { pauses = append(pauses, d) }})
+	want := fmt.Sprintf("process %d: thread %d did not stop after 70 tries (state D (disk sleep)); detached from the process", pid, pid)
 	if err == nil || err.Error() != want {
 		t.Fatalf("Attach: %v, want %s", err, want)
+	}
+	wantPauses := []time.Duration{25 * time.Microsecond, 50 * time.Microsecond, 100 * time.Microsecond, 200 * time.Microsecond,
+		400 * time.Microsecond, 800 * time.Microsecond}
+	for len(wantPauses) < 69 {
+		wantPauses = append(wantPauses, time.Millisecond)
+	}
+	if !slices.Equal(pauses, wantPauses) {
+		t.Errorf("pauses %v, want %v", pauses, wantPauses)
 	}
 	// When the child goes, the parent runs on: it was left untraced and
 	// nothing stops it.
@@ -1203,7 +1219,8 @@ func TestInterruptWhileWaiting(t *testing.T) {
 			time.Sleep(pollInterval)
 		}
 	}()
-	// 100000 polls take at least 50 s: only the signal ends Attach.
+	// 100000 polls, all but the first few 500µs apart, take about 50 s:
+	// only the signal ends Attach.
 	_, err := Attach(pid, Options{Interrupt: sigs, StopTries: 100000})
 	<-sent
 	want := fmt.Sprintf("SIGHUP: detached from process %d", pid)
