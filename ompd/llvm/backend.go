@@ -135,6 +135,7 @@ func (n nativeTask) Compare(o backend.Task) int {
 // HandleKey is the task's data and light-weight team addresses, which
 // Compare compares (internal/handles.Keyed).
 func (n nativeTask) HandleKey() [2]uint64 { return [2]uint64{n.k.td, n.k.lwt} }
+
 func (n nativeTask) Generating() (backend.Task, error) { return wrapTask(n.k.Generating()) }
 func (n nativeTask) Scheduling() (backend.Task, error) { return wrapTask(n.k.Scheduling()) }
 func (n nativeTask) Parallel() (backend.Parallel, error) {
