@@ -5,19 +5,24 @@ import (
 	"encoding/binary"
 )
 
-// cacheReader reads what this package keeps in the section cache (type
-// names and layouts, frames): LEB128 numbers and length-prefixed strings.
-// A read past the data, or a malformed number, sets bad; later reads then
-// give zero values, and the caller refuses the entry.
-type cacheReader struct {
+// KeptReader reads data kept across runs (KeepData's, and this
+// package's own cache entries: type names and layouts, frames, symbols):
+// LEB128 numbers and length-prefixed strings and bytes. A read past the
+// data, or a malformed number, sets it bad (Bad); later reads then give
+// zero values, and the caller refuses the entry, whose bytes are to be
+// checked as any input is.
+type KeptReader struct {
 	b   []byte
 	bad bool
 }
 
-// uint reads an unsigned number.
-func (r *cacheReader) uint() uint64 {
+// NewKeptReader reads b.
+func NewKeptReader(b []byte) *KeptReader { return &KeptReader{b: b} }
+
+// Uint reads an unsigned number.
+func (r *KeptReader) Uint() uint64 {
 	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
+	if n <= 0 || r.bad {
 		r.bad = true
 		return 0
 	}
@@ -25,10 +30,10 @@ func (r *cacheReader) uint() uint64 {
 	return v
 }
 
-// int reads a signed (zigzag) number.
-func (r *cacheReader) int() int64 {
+// Int reads a signed (zigzag) number.
+func (r *KeptReader) Int() int64 {
 	v, n := binary.Varint(r.b)
-	if n <= 0 {
+	if n <= 0 || r.bad {
 		r.bad = true
 		return 0
 	}
@@ -36,10 +41,10 @@ func (r *cacheReader) int() int64 {
 	return v
 }
 
-// count reads a number of items that each take at least one byte: more
+// Count reads a number of items that each take at least one byte: more
 // than the bytes left is bad.
-func (r *cacheReader) count() uint64 {
-	n := r.uint()
+func (r *KeptReader) Count() uint64 {
+	n := r.Uint()
 	if n > uint64(len(r.b)) {
 		r.bad = true
 		return 0
@@ -47,9 +52,9 @@ func (r *cacheReader) count() uint64 {
 	return n
 }
 
-// str reads a string.
-func (r *cacheReader) str() string {
-	n := r.count()
+// Str reads a string.
+func (r *KeptReader) Str() string {
+	n := r.Count()
 	if r.bad {
 		return ""
 	}
@@ -58,8 +63,20 @@ func (r *cacheReader) str() string {
 	return s
 }
 
-// flag reads a byte that must be 0 or 1.
-func (r *cacheReader) flag() bool {
+// Bytes reads bytes, at most max of them (a copy).
+func (r *KeptReader) Bytes(max uint64) []byte {
+	n := r.Count()
+	if r.bad || n > max {
+		r.bad = true
+		return nil
+	}
+	out := bytes.Clone(r.b[:n])
+	r.b = r.b[n:]
+	return out
+}
+
+// Flag reads a byte that must be 0 or 1.
+func (r *KeptReader) Flag() bool {
 	if r.bad || len(r.b) == 0 || r.b[0] > 1 {
 		r.bad = true
 		return false
@@ -69,32 +86,50 @@ func (r *cacheReader) flag() bool {
 	return v
 }
 
-// done reports whether the data was read whole and well.
-func (r *cacheReader) done() bool { return !r.bad && len(r.b) == 0 }
+// Fail marks the data bad: a value read is not one the caller accepts.
+func (r *KeptReader) Fail() { r.bad = true }
 
-// cacheWriter writes what cacheReader reads.
-type cacheWriter struct{ b []byte }
+// Bad reports whether a read failed (or Fail was called).
+func (r *KeptReader) Bad() bool { return r.bad }
 
-// uint writes an unsigned number.
-func (w *cacheWriter) uint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
+// Len is how many bytes are left to read.
+func (r *KeptReader) Len() int { return len(r.b) }
 
-// int writes a signed (zigzag) number.
-func (w *cacheWriter) int(v int64) { w.b = binary.AppendVarint(w.b, v) }
+// Done reports whether the data was read whole and well.
+func (r *KeptReader) Done() bool { return !r.bad && len(r.b) == 0 }
 
-// str writes a string.
-func (w *cacheWriter) str(s string) {
-	w.uint(uint64(len(s)))
+// KeptWriter writes what KeptReader reads.
+type KeptWriter struct{ b []byte }
+
+// Uint writes an unsigned number.
+func (w *KeptWriter) Uint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
+
+// Int writes a signed (zigzag) number.
+func (w *KeptWriter) Int(v int64) { w.b = binary.AppendVarint(w.b, v) }
+
+// Str writes a string.
+func (w *KeptWriter) Str(s string) {
+	w.Uint(uint64(len(s)))
 	w.b = append(w.b, s...)
 }
 
-// flag writes a byte, 0 or 1.
-func (w *cacheWriter) flag(v bool) {
+// Bytes writes bytes.
+func (w *KeptWriter) Bytes(b []byte) {
+	w.Uint(uint64(len(b)))
+	w.b = append(w.b, b...)
+}
+
+// Flag writes a byte, 0 or 1.
+func (w *KeptWriter) Flag(v bool) {
 	if v {
 		w.b = append(w.b, 1)
 	} else {
 		w.b = append(w.b, 0)
 	}
 }
+
+// Data is what was written.
+func (w *KeptWriter) Data() []byte { return w.b }
 
 // keptPrefix begins the section cache's names of what KeepData keeps.
 const keptPrefix = ".ompdi_kept_"

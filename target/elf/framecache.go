@@ -211,73 +211,73 @@ func (im *Image) dwarfClean() bool {
 // frames by address and the tail calls by address pair, in address
 // order; numbers and lengths as LEB128.
 func encodeAnswers(src fileIdentity, frames map[uint64][]SourceFrame, tails map[[2]uint64][]TailCallFrame) []byte {
-	var w cacheWriter
+	var w KeptWriter
 	for _, v := range src {
-		w.uint(v)
+		w.Uint(v)
 	}
 	addrs := slices.Sorted(maps.Keys(frames))
-	w.uint(uint64(len(addrs)))
+	w.Uint(uint64(len(addrs)))
 	for _, a := range addrs {
-		w.uint(a)
-		w.uint(uint64(len(frames[a])))
+		w.Uint(a)
+		w.Uint(uint64(len(frames[a])))
 		for _, f := range frames[a] {
-			w.str(f.Function)
-			w.str(f.File)
-			w.uint(uint64(f.Line))
-			w.flag(f.Inlined)
+			w.Str(f.Function)
+			w.Str(f.File)
+			w.Uint(uint64(f.Line))
+			w.Flag(f.Inlined)
 		}
 	}
 	pairs := slices.SortedFunc(maps.Keys(tails), func(x, y [2]uint64) int { return slices.Compare(x[:], y[:]) })
-	w.uint(uint64(len(pairs)))
+	w.Uint(uint64(len(pairs)))
 	for _, p := range pairs {
-		w.uint(p[0])
-		w.uint(p[1])
-		w.uint(uint64(len(tails[p])))
+		w.Uint(p[0])
+		w.Uint(p[1])
+		w.Uint(uint64(len(tails[p])))
 		for _, t := range tails[p] {
-			w.uint(t.PC)
-			w.str(t.Function)
-			w.str(t.File)
-			w.uint(uint64(t.Line))
+			w.Uint(t.PC)
+			w.Str(t.Function)
+			w.Str(t.File)
+			w.Uint(uint64(t.Line))
 		}
 	}
-	return w.b
+	return w.Data()
 }
 
 // decodeAnswers reads what encodeAnswers wrote; ok is false for data that
 // does not parse whole or describes another DWARF file than src.
 func decodeAnswers(b []byte, src fileIdentity) (frames map[uint64][]SourceFrame, tails map[[2]uint64][]TailCallFrame, ok bool) {
-	r := &cacheReader{b: b}
+	r := NewKeptReader(b)
 	line := func() int {
-		v := r.uint()
+		v := r.Uint()
 		if v > 1<<31 {
-			r.bad = true
+			r.Fail()
 		}
 		return int(v)
 	}
 	for _, v := range src {
-		if r.uint() != v {
+		if r.Uint() != v {
 			return nil, nil, false
 		}
 	}
 	frames = map[uint64][]SourceFrame{}
-	for n := r.count(); n > 0 && !r.bad; n-- {
-		a := r.uint()
+	for n := r.Count(); n > 0 && !r.Bad(); n-- {
+		a := r.Uint()
 		var sf []SourceFrame
-		for k := r.count(); k > 0 && !r.bad; k-- {
-			sf = append(sf, SourceFrame{Function: r.str(), File: r.str(), Line: line(), Inlined: r.flag()})
+		for k := r.Count(); k > 0 && !r.Bad(); k-- {
+			sf = append(sf, SourceFrame{Function: r.Str(), File: r.Str(), Line: line(), Inlined: r.Flag()})
 		}
 		frames[a] = sf
 	}
 	tails = map[[2]uint64][]TailCallFrame{}
-	for n := r.count(); n > 0 && !r.bad; n-- {
-		p := [2]uint64{r.uint(), r.uint()}
+	for n := r.Count(); n > 0 && !r.Bad(); n-- {
+		p := [2]uint64{r.Uint(), r.Uint()}
 		var ts []TailCallFrame
-		for k := r.count(); k > 0 && !r.bad; k-- {
-			ts = append(ts, TailCallFrame{PC: r.uint(), Function: r.str(), File: r.str(), Line: line()})
+		for k := r.Count(); k > 0 && !r.Bad(); k-- {
+			ts = append(ts, TailCallFrame{PC: r.Uint(), Function: r.Str(), File: r.Str(), Line: line()})
 		}
 		tails[p] = ts
 	}
-	if !r.done() {
+	if !r.Done() {
 		return nil, nil, false
 	}
 	return frames, tails, true

@@ -89,48 +89,48 @@ const (
 // (each a count, then its items: a symbol as the index of its name,
 // value, size and flags; a span as its start, length and symbol).
 func encodeSymbols(idx *symIndex, src fileIdentity, hasSrc bool) []byte {
-	var w cacheWriter
-	w.flag(hasSrc)
+	var w KeptWriter
+	w.Flag(hasSrc)
 	if hasSrc {
 		for _, v := range src {
-			w.uint(v)
+			w.Uint(v)
 		}
 	}
 	var blob strings.Builder
 	for _, e := range idx.names {
 		blob.WriteString(e.Name)
 	}
-	w.uint(uint64(len(idx.names)))
-	w.str(blob.String())
+	w.Uint(uint64(len(idx.names)))
+	w.Str(blob.String())
 	nameAt := make(map[string]uint64, len(idx.names))
 	for i, e := range idx.names {
 		nameAt[e.Name] = uint64(i)
-		w.uint(uint64(len(e.Name)))
-		w.uint(e.Value)
-		w.uint(e.Size)
-		w.uint(symFlags(e))
+		w.Uint(uint64(len(e.Name)))
+		w.Uint(e.Value)
+		w.Uint(e.Size)
+		w.Uint(symFlags(e))
 	}
 	sym := func(s Sym) {
-		w.uint(nameAt[s.Name])
-		w.uint(s.Value)
-		w.uint(s.Size)
-		w.uint(symFlags(symEntry{Sym: s}))
+		w.Uint(nameAt[s.Name])
+		w.Uint(s.Value)
+		w.Uint(s.Size)
+		w.Uint(symFlags(symEntry{Sym: s}))
 	}
-	w.uint(uint64(len(idx.syms)))
+	w.Uint(uint64(len(idx.syms)))
 	for _, s := range idx.syms {
 		sym(s)
 	}
-	w.uint(uint64(len(idx.funcs)))
+	w.Uint(uint64(len(idx.funcs)))
 	for _, sp := range idx.funcs {
-		w.uint(sp.lo)
-		w.uint(sp.hi - sp.lo)
-		w.uint(uint64(sp.id))
+		w.Uint(sp.lo)
+		w.Uint(sp.hi - sp.lo)
+		w.Uint(uint64(sp.id))
 	}
-	w.uint(uint64(len(idx.objs)))
+	w.Uint(uint64(len(idx.objs)))
 	for _, s := range idx.objs {
 		sym(s)
 	}
-	return w.b
+	return w.Data()
 }
 
 func symFlags(e symEntry) uint64 {
@@ -153,13 +153,13 @@ func symFlags(e symEntry) uint64 {
 // ascending, spans ascending and disjoint, data symbols by address, and
 // every reference in range.
 func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
-	r := &cacheReader{b: b}
-	if r.flag() != hasSrc {
+	r := NewKeptReader(b)
+	if r.Flag() != hasSrc {
 		return nil
 	}
 	if hasSrc {
 		for _, v := range src {
-			if r.uint() != v {
+			if r.Uint() != v {
 				return nil
 			}
 		}
@@ -168,18 +168,18 @@ func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
 	// the bytes left is refused. The slices grow as items are read, so
 	// that a count is never trusted for more memory than the items read
 	// take (an item in memory is several times its bytes here).
-	n := r.count()
-	blob := r.str()
+	n := r.Count()
+	blob := r.Str()
 	// The names are distinct: all but one (empty) take a byte at least.
-	if r.bad || n > uint64(len(blob))+1 {
+	if r.Bad() || n > uint64(len(blob))+1 {
 		return nil
 	}
 	// Each name's item takes 4 bytes at least after the blob.
-	idx := &symIndex{names: make([]symEntry, 0, min(n, uint64(len(r.b))/4, maxPresized))}
+	idx := &symIndex{names: make([]symEntry, 0, min(n, uint64(r.Len())/4, maxPresized))}
 	off := uint64(0)
 	for i := range n {
-		l := r.uint()
-		if r.bad || l > uint64(len(blob))-off {
+		l := r.Uint()
+		if r.Bad() || l > uint64(len(blob))-off {
 			return nil
 		}
 		name := blob[off : off+l]
@@ -187,8 +187,8 @@ func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
 		if i > 0 && name <= idx.names[i-1].Name {
 			return nil
 		}
-		e := symEntry{Sym: Sym{Name: name, Value: r.uint(), Size: r.uint()}}
-		if !setSymFlags(&e, r.uint()) {
+		e := symEntry{Sym: Sym{Name: name, Value: r.Uint(), Size: r.Uint()}}
+		if !setSymFlags(&e, r.Uint()) {
 			return nil
 		}
 		idx.names = append(idx.names, e)
@@ -197,17 +197,17 @@ func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
 		return nil
 	}
 	syms := func() []Sym {
-		n := r.count()
-		out := make([]Sym, 0, min(n, uint64(len(r.b))/4, maxPresized)) // an item takes 4 bytes at least
+		n := r.Count()
+		out := make([]Sym, 0, min(n, uint64(r.Len())/4, maxPresized)) // an item takes 4 bytes at least
 		for range n {
-			at := r.uint()
-			if r.bad || at >= uint64(len(idx.names)) {
-				r.bad = true
+			at := r.Uint()
+			if r.Bad() || at >= uint64(len(idx.names)) {
+				r.Fail()
 				return nil
 			}
-			e := symEntry{Sym: Sym{Name: idx.names[at].Name, Value: r.uint(), Size: r.uint()}}
-			if !setSymFlags(&e, r.uint()) {
-				r.bad = true
+			e := symEntry{Sym: Sym{Name: idx.names[at].Name, Value: r.Uint(), Size: r.Uint()}}
+			if !setSymFlags(&e, r.Uint()) {
+				r.Fail()
 				return nil
 			}
 			out = append(out, e.Sym)
@@ -215,11 +215,11 @@ func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
 		return out
 	}
 	idx.syms = syms()
-	nspans := r.count()
-	idx.funcs = make([]span, 0, min(nspans, uint64(len(r.b))/3, maxPresized)) // 3 bytes at least
+	nspans := r.Count()
+	idx.funcs = make([]span, 0, min(nspans, uint64(r.Len())/3, maxPresized)) // 3 bytes at least
 	for i := range nspans {
-		lo, size, id := r.uint(), r.uint(), r.uint()
-		if r.bad || size == 0 || lo+size < lo || id >= uint64(len(idx.syms)) || (i > 0 && lo < idx.funcs[i-1].hi) {
+		lo, size, id := r.Uint(), r.Uint(), r.Uint()
+		if r.Bad() || size == 0 || lo+size < lo || id >= uint64(len(idx.syms)) || (i > 0 && lo < idx.funcs[i-1].hi) {
 			return nil
 		}
 		idx.funcs = append(idx.funcs, span{lo: lo, hi: lo + size, id: int(id)})
@@ -230,7 +230,7 @@ func decodeSymbols(b []byte, src fileIdentity, hasSrc bool) *symIndex {
 			return nil
 		}
 	}
-	if !r.done() {
+	if !r.Done() {
 		return nil
 	}
 	return idx

@@ -123,31 +123,31 @@ func typeNamesKey(src *Image) (sectioncache.Key, bool) {
 // encodeTypeNames serializes a name table: the number of names, then each
 // name's length, bytes and offset (unsigned LEB128), in name order.
 func encodeTypeNames(names map[string]dwarf.Offset) []byte {
-	var w cacheWriter
+	var w KeptWriter
 	keys := slices.Sorted(maps.Keys(names))
-	w.uint(uint64(len(keys)))
+	w.Uint(uint64(len(keys)))
 	for _, n := range keys {
-		w.str(n)
-		w.uint(uint64(names[n]))
+		w.Str(n)
+		w.Uint(uint64(names[n]))
 	}
-	return w.b
+	return w.Data()
 }
 
 // decodeTypeNames reads what encodeTypeNames wrote; ok is false for data
 // that does not parse whole or names an offset past infoSize.
 func decodeTypeNames(b []byte, infoSize uint64) (map[string]dwarf.Offset, bool) {
-	r := &cacheReader{b: b}
-	count := r.count()
+	r := NewKeptReader(b)
+	count := r.Count()
 	names := make(map[string]dwarf.Offset, min(count, 4096))
-	for ; count > 0 && !r.bad; count-- {
-		name := r.str()
-		if off := r.uint(); off < infoSize {
+	for ; count > 0 && !r.Bad(); count-- {
+		name := r.Str()
+		if off := r.Uint(); off < infoSize {
 			names[name] = dwarf.Offset(off)
 		} else {
-			r.bad = true
+			r.Fail()
 		}
 	}
-	return names, r.done()
+	return names, r.Done()
 }
 
 // typesKey keys an image's shared type index (Image.Derived).
@@ -435,48 +435,48 @@ func (ti *TypeIndex) loadLayouts() {
 // each (in name order) its name, size, struct flag and fields (name,
 // offset, size), lengths and numbers as LEB128 (sizes zigzag-encoded).
 func encodeTypeLayouts(lays map[string]*typeLayout) []byte {
-	var w cacheWriter
+	var w KeptWriter
 	names := slices.Sorted(maps.Keys(lays))
-	w.uint(uint64(len(names)))
+	w.Uint(uint64(len(names)))
 	for _, n := range names {
 		lay := lays[n]
-		w.str(n)
-		w.int(lay.size)
-		w.flag(lay.isStruct)
+		w.Str(n)
+		w.Int(lay.size)
+		w.Flag(lay.isStruct)
 		fields := slices.Sorted(maps.Keys(lay.fields))
-		w.uint(uint64(len(fields)))
+		w.Uint(uint64(len(fields)))
 		for _, f := range fields {
-			w.str(f)
-			w.uint(lay.fields[f].off)
-			w.int(lay.fields[f].size)
+			w.Str(f)
+			w.Uint(lay.fields[f].off)
+			w.Int(lay.fields[f].size)
 		}
 	}
-	return w.b
+	return w.Data()
 }
 
 // decodeTypeLayouts reads what encodeTypeLayouts wrote; ok is false for
 // data that does not parse whole.
 func decodeTypeLayouts(b []byte) (map[string]*typeLayout, bool) {
-	r := &cacheReader{b: b}
-	count := r.count()
+	r := NewKeptReader(b)
+	count := r.Count()
 	lays := make(map[string]*typeLayout, min(count, 4096))
-	for ; count > 0 && !r.bad; count-- {
-		name := r.str()
-		lay := &typeLayout{size: r.int(), isStruct: r.flag()}
-		nf := r.count()
+	for ; count > 0 && !r.Bad(); count-- {
+		name := r.Str()
+		lay := &typeLayout{size: r.Int(), isStruct: r.Flag()}
+		nf := r.Count()
 		if nf > 0 && !lay.isStruct {
-			r.bad = true
+			r.Fail()
 		}
 		if lay.isStruct {
 			lay.fields = make(map[string]fieldLayout, min(nf, 4096))
 		}
-		for ; nf > 0 && !r.bad; nf-- {
-			f := r.str()
-			lay.fields[f] = fieldLayout{off: r.uint(), size: r.int()}
+		for ; nf > 0 && !r.Bad(); nf-- {
+			f := r.Str()
+			lay.fields[f] = fieldLayout{off: r.Uint(), size: r.Int()}
 		}
 		lays[name] = lay
 	}
-	return lays, r.done()
+	return lays, r.Done()
 }
 
 // Limits on the types debug/dwarf's Data.Type reads for one type. It

@@ -1,7 +1,6 @@
 package unwind
 
 import (
-	"encoding/binary"
 	"errors"
 	"maps"
 	"slices"
@@ -171,19 +170,17 @@ const maxRule = frame.RuleFramePointer
 // and rule). A rule is its kind plus one (0: no rule), offset, register
 // and expression. Numbers are LEB128 (the offset signed).
 func encodeRows(rows map[uint64]*row, src [5]uint64, hasSrc bool) []byte {
-	var b []byte
+	var w elf.KeptWriter
+	w.Flag(hasSrc)
 	if hasSrc {
-		b = append(b, 1)
 		for _, v := range src {
-			b = binary.AppendUvarint(b, v)
+			w.Uint(v)
 		}
-	} else {
-		b = append(b, 0)
 	}
-	b = binary.AppendUvarint(b, uint64(len(rows)))
+	w.Uint(uint64(len(rows)))
 	for _, pc := range slices.Sorted(maps.Keys(rows)) {
 		r := rows[pc]
-		b = binary.AppendUvarint(b, pc)
+		w.Uint(pc)
 		var flags uint64
 		if r.fde {
 			flags |= rowFlagFDE
@@ -191,96 +188,55 @@ func encodeRows(rows map[uint64]*row, src [5]uint64, hasSrc bool) []byte {
 		if r.err != nil {
 			flags |= rowFlagErr
 		}
-		b = binary.AppendUvarint(b, flags)
+		w.Uint(flags)
 		if r.err != nil {
-			msg := r.err.Error()
-			b = binary.AppendUvarint(b, uint64(len(msg)))
-			b = append(b, msg...)
+			w.Str(r.err.Error())
 		}
-		b = appendRule(b, r.cfa)
-		b = binary.AppendUvarint(b, r.ra)
+		writeRule(&w, r.cfa)
+		w.Uint(r.ra)
 		set := 0
 		for _, rl := range r.regs {
 			if rl.set {
 				set++
 			}
 		}
-		b = binary.AppendUvarint(b, uint64(set))
+		w.Uint(uint64(set))
 		for n, rl := range r.regs {
 			if rl.set {
-				b = binary.AppendUvarint(b, uint64(n))
-				b = appendRule(b, rl)
+				w.Uint(uint64(n))
+				writeRule(&w, rl)
 			}
 		}
 	}
-	return b
+	return w.Data()
 }
 
-func appendRule(b []byte, rl rule) []byte {
+func writeRule(w *elf.KeptWriter, rl rule) {
 	kind := uint64(0)
 	if rl.set {
 		kind = uint64(rl.kind) + 1
 	}
-	b = binary.AppendUvarint(b, kind)
-	b = binary.AppendVarint(b, rl.off)
-	b = binary.AppendUvarint(b, rl.reg)
-	b = binary.AppendUvarint(b, uint64(len(rl.expr)))
-	return append(b, rl.expr...)
+	w.Uint(kind)
+	w.Int(rl.off)
+	w.Uint(rl.reg)
+	w.Bytes(rl.expr)
 }
 
-// rowReader reads encodeRows' data; bad is set by the first read that
-// fails, after which every read gives zero.
-type rowReader struct {
-	b   []byte
-	bad bool
-}
-
-func (r *rowReader) uint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 || r.bad {
-		r.bad = true
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *rowReader) int() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 || r.bad {
-		r.bad = true
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-// bytes reads a length, at most max, and that many bytes (a copy).
-func (r *rowReader) bytes(max uint64) []byte {
-	n := r.uint()
-	if r.bad || n > max || n > uint64(len(r.b)) {
-		r.bad = true
-		return nil
-	}
-	out := slices.Clone(r.b[:n])
-	r.b = r.b[n:]
-	return out
-}
-
-func (r *rowReader) rule() rule {
-	kind := r.uint()
+// readRule reads what writeRule wrote.
+func readRule(r *elf.KeptReader) rule {
+	kind := r.Uint()
 	if kind > uint64(maxRule)+1 {
-		r.bad = true
+		r.Fail()
 	}
-	rl := rule{off: r.int(), reg: r.uint()}
-	rl.expr = r.bytes(maxExprBytes)
+	rl := rule{off: r.Int(), reg: r.Uint()}
+	rl.expr = r.Bytes(maxExprBytes)
 	if len(rl.expr) == 0 {
 		rl.expr = nil
 	}
 	if kind > 0 {
 		rl.set, rl.kind = true, frame.Rule(kind-1)
 	} else if rl.off != 0 || rl.reg != 0 || rl.expr != nil {
-		r.bad = true // a rule that is not set has nothing else
+		r.Fail() // a rule that is not set has nothing else
 	}
 	return rl
 }
@@ -294,62 +250,61 @@ const maxRowError = 1024
 // delve does not give, a register number past NumRegs, an expression
 // longer than maxExprBytes, or rows out of order.
 func decodeRows(b []byte, src [5]uint64, hasSrc bool) (map[uint64]*row, bool) {
-	r := &rowReader{b: b}
-	if flag := r.uint(); r.bad || flag > 1 || (flag == 1) != hasSrc {
+	r := elf.NewKeptReader(b)
+	if r.Flag() != hasSrc || r.Bad() {
 		return nil, false
 	}
 	if hasSrc {
 		for _, v := range src {
-			if r.uint() != v || r.bad {
+			if r.Uint() != v || r.Bad() {
 				return nil, false
 			}
 		}
 	}
-	n := r.uint()
-	if r.bad || n > maxKeptRows || n > uint64(len(r.b)) {
+	n := r.Count()
+	if r.Bad() || n > maxKeptRows {
 		return nil, false
 	}
 	rows := make(map[uint64]*row, n)
 	var last uint64
 	for i := range n {
-		pc := r.uint()
+		pc := r.Uint()
 		if i > 0 && pc <= last {
 			return nil, false
 		}
 		last = pc
-		flags := r.uint()
+		flags := r.Uint()
 		if flags&^(rowFlagFDE|rowFlagErr) != 0 {
 			return nil, false
 		}
 		rw := &row{fde: flags&rowFlagFDE != 0}
 		if flags&rowFlagErr != 0 {
-			msg := r.bytes(maxRowError)
-			rw.err = errors.New(string(msg))
+			rw.err = errors.New(string(r.Bytes(maxRowError)))
 		}
-		rw.cfa = r.rule()
-		rw.ra = r.uint()
-		set := r.uint()
+		rw.cfa = readRule(r)
+		rw.ra = r.Uint()
+		set := r.Uint()
 		if set > NumRegs {
 			return nil, false
 		}
 		prev := -1
 		for range set {
-			reg := r.uint()
-			if r.bad || reg >= NumRegs || int(reg) <= prev {
+			reg := r.Uint()
+			if r.Bad() || reg >= NumRegs || int(reg) <= prev {
 				return nil, false
 			}
 			prev = int(reg)
-			rw.regs[reg] = r.rule()
+			rw.regs[reg] = readRule(r)
 			if !rw.regs[reg].set {
 				return nil, false
 			}
 		}
-		if r.bad {
+		if r.Bad() {
 			return nil, false
 		}
 		rows[pc] = rw
 	}
-	if r.bad || len(r.b) != 0 {
+	if !r.Done() {
 		return nil, false
 	}
 	return rows, true
