@@ -16,6 +16,9 @@ import (
 // statsLine is the line --stats prints: the stopped time and peak RSS.
 var statsLine = regexp.MustCompile(`stopped ([0-9.]+) ms .*peak RSS ([0-9.]+) MiB`)
 
+// floorLine is the line a floor process prints (floorProcess).
+var floorLine = regexp.MustCompile(`(?m)^held ([0-9]+) us$`)
+
 // BenchmarkSnapshot measures issue 15's goals side by side on one process
 // (testdata/wide.c: one team, all but one thread in a barrier), each tool
 // run as a separate process from start to exit:
@@ -28,7 +31,9 @@ var statsLine = regexp.MustCompile(`stopped ([0-9.]+) ms .*peak RSS ([0-9.]+) Mi
 //     all bt`;
 //   - the floor: stopping and resuming every thread with nothing read
 //     (ptrace.Attach and Detach, in this process; stopped-ms/op is from
-//     the first stop to the last detach, as --stats measures it).
+//     the first stop to the last detach, as --stats measures it), and
+//     the same from a fresh process each time (floor-process: this test
+//     binary run again, see TestMain), as a command-line tool does it.
 //
 // ompd-inspect's runs also report, from --stats, the time the target was
 // stopped (stopped-ms/op) and the peak RSS (peak-MiB). Each runs on the
@@ -113,6 +118,24 @@ func BenchmarkSnapshot(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(stopped.Microseconds())/1000/float64(b.N), "stopped-ms/op")
+			})
+			// The same from a fresh process, as a command-line tool
+			// stops a target: this test binary, run again as a floor
+			// process (TestMain).
+			b.Run("floor-process", func(b *testing.B) {
+				var stopped float64
+				for b.Loop() {
+					cmd := exec.Command(os.Args[0])
+					cmd.Env = append(os.Environ(), floorPIDEnv+"="+pid)
+					out, err := cmd.CombinedOutput()
+					m := floorLine.FindStringSubmatch(string(out))
+					if err != nil || m == nil {
+						b.Fatalf("floor process: %v\n%s", err, tail(string(out), 2000))
+					}
+					us, _ := strconv.ParseFloat(m[1], 64)
+					stopped += us / 1000
+				}
+				b.ReportMetric(stopped/float64(b.N), "stopped-ms/op")
 			})
 			if stopped := p.StoppedThreads(b); len(stopped) != 0 {
 				b.Fatalf("threads %v left stopped", stopped)
