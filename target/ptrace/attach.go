@@ -263,7 +263,17 @@ func precheck(pid int) (procStatus, error) {
 		// A zombie main thread with live threads is a process that called
 		// pthread_exit in main: still worth inspecting.
 		if tids, err := listTasks(pid); err != nil || len(tids) <= 1 {
-			return procStatus{}, fmt.Errorf("process %d: is a zombie (it has exited and its parent has not reaped it); there is nothing to inspect", pid)
+			// Or the main thread of a process that another thread is
+			// executing a new program in: the executing thread takes its
+			// place, and the status read before that showed the old one.
+			again, aerr := readStatus(fmt.Sprintf("/proc/%d/status", pid))
+			switch {
+			case errors.Is(aerr, fs.ErrNotExist):
+				return procStatus{}, fmt.Errorf("process %d: %w", pid, unix.ESRCH)
+			case aerr != nil || again.stateLetter() == 'Z' || again.Tgid != pid:
+				return procStatus{}, fmt.Errorf("process %d: is a zombie (it has exited and its parent has not reaped it); there is nothing to inspect", pid)
+			}
+			st = again
 		}
 	}
 	if st.TracerPid != 0 {
