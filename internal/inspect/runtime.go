@@ -66,18 +66,22 @@ func HasOMPDSymbols(m *target.Module) bool {
 // PrepareImage does on the file of one of a target's modules, before the
 // target is stopped, the work Build will do on it: its symbols are read
 // (the runtime is found by them), an LLVM runtime's DWARF types are
-// indexed, and a stripped one's knowledge is recovered from its code.
-// Build reports what cannot be read.
+// indexed, and a stripped one's knowledge is recovered from its code,
+// with its release's type layouts when it has no DWARF types (0.6 to 1
+// ms of a stopped 4-thread read). Build reports what cannot be read.
 func PrepareImage(im *elf.Image) {
 	_ = im.LoadSymbols()
 	m := &target.Module{Name: im.Path, Image: im}
 	if FamilyOf(m) != llvm.Family {
 		return
 	}
-	if ti, err := im.Types(); err == nil {
+	ti, terr := im.Types()
+	if terr == nil {
 		ti.ScanAll()
 	}
 	if !HasOMPDSymbols(m) {
-		recovered(im)
+		if r := recovered(im); r.k != nil && terr != nil {
+			_, _ = recoveredTypes(im, r.k) // kept with the image: Build reports its error
+		}
 	}
 }
