@@ -317,9 +317,6 @@ func (c *Callbacks) typeIndex() (typeLayouts, string, error) {
 		if know != nil {
 			rec = know.Recovered
 		}
-		// The image's own recovered knowledge: its table was found
-		// before the stop (PrepareImage).
-		prepared := rec != nil
 		if rec == nil && know != nil && know.SymbolsSource == SourceDebugFile {
 			// A debug file with symbols but no DWARF types (one that
 			// ompd-inspect debug-file wrote): the release's table still
@@ -327,13 +324,9 @@ func (c *Callbacks) typeIndex() (typeLayouts, string, error) {
 			rec, _ = recovery.Recover(c.runtime.Image)
 		}
 		if rec != nil {
-			var tt *recovery.TypeTable
-			var terr error
-			if prepared {
-				tt, terr = recoveredTypes(c.runtime.Image, rec)
-			} else {
-				tt, terr = rec.TypeLayouts()
-			}
+			// Found once per image: for a stripped runtime, before the
+			// stop (PrepareImage).
+			tt, terr := recoveredTypes(c.runtime.Image, rec)
 			if terr != nil {
 				c.tiErr = fmt.Errorf("%v; %w", err, terr)
 				return

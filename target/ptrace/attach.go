@@ -608,7 +608,8 @@ func (p *Process) recheck(tid int) bool {
 // stopped is followed by a pause of firstStopPause, doubling up to
 // opts.StopInterval: most threads stop within tens of microseconds.
 func (p *Process) waitStopped(opts Options) error {
-	pause := firstStopPause
+	first := min(firstStopPause, opts.StopInterval)
+	pause := first
 	for !p.allStopped() {
 		if err := p.checkInterrupt(); err != nil {
 			return err
@@ -648,14 +649,13 @@ func (p *Process) waitStopped(opts Options) error {
 			}
 		}
 		if !progress {
-			pause = min(pause, opts.StopInterval)
 			if opts.onPause != nil {
 				opts.onPause(pause)
 			}
 			sleepThread(pause)
 			pause = min(pause*2, opts.StopInterval)
 		} else {
-			pause = firstStopPause
+			pause = first
 		}
 	}
 	return nil
