@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,23 @@ var statsLine = regexp.MustCompile(`stopped ([0-9.]+) ms .*peak RSS ([0-9.]+) Mi
 
 // floorLine is the line a floor process prints (floorProcess).
 var floorLine = regexp.MustCompile(`(?m)^held ([0-9]+) us$`)
+
+// medianMS is the median of runs, in milliseconds (of an even number, the
+// mean of the middle two): on a host whose speed varies, a mean of a few
+// runs often carries one slow run, and the median says what a run
+// usually takes.
+func medianMS(runs []time.Duration) float64 {
+	if len(runs) == 0 {
+		return 0
+	}
+	s := slices.Clone(runs)
+	slices.Sort(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + m) / 2
+	}
+	return float64(m.Microseconds()) / 1000
+}
 
 // BenchmarkSnapshot measures issue 15's goals side by side on one process
 // (testdata/wide.c: one team, all but one thread in a barrier), each tool
@@ -36,7 +54,8 @@ var floorLine = regexp.MustCompile(`(?m)^held ([0-9]+) us$`)
 //     binary run again, see TestMain), as a command-line tool does it.
 //
 // ompd-inspect's runs also report, from --stats, the time the target was
-// stopped (stopped-ms/op) and the peak RSS (peak-MiB). Each runs on the
+// stopped (stopped-ms/op) and the peak RSS (peak-MiB); its runs and gdb's
+// report their median time besides the mean (median-ms). Each runs on the
 // OMPD build (OMP_DEBUG=enabled) and on Debian's stripped libomp 19 (its
 // knowledge recovered from its code). Figures: docs/benchmarks.md.
 //
@@ -74,11 +93,15 @@ func BenchmarkSnapshot(b *testing.B) {
 					b.Fatalf("ompd-inspect: %v\n%s", err, tail(string(out), 2000))
 				}
 				var stopped, rss float64
+				var runs []time.Duration
 				for b.Loop() {
 					cmd := exec.Command(cliPath, append(view, "--stats")...)
 					var stderr strings.Builder
 					cmd.Stderr = &stderr
-					if err := cmd.Run(); err != nil {
+					start := time.Now()
+					err := cmd.Run()
+					runs = append(runs, time.Since(start))
+					if err != nil {
 						b.Fatalf("ompd-inspect: %v\n%s", err, stderr.String())
 					}
 					m := statsLine.FindStringSubmatch(stderr.String())
@@ -92,14 +115,19 @@ func BenchmarkSnapshot(b *testing.B) {
 				}
 				b.ReportMetric(stopped/float64(b.N), "stopped-ms/op")
 				b.ReportMetric(rss, "peak-MiB")
+				b.ReportMetric(medianMS(runs), "median-ms")
 			})
 			b.Run("gdb", func(b *testing.B) {
+				var runs []time.Duration
 				for b.Loop() {
+					start := time.Now()
 					out, err := exec.Command("gdb", gdbArgs...).CombinedOutput()
+					runs = append(runs, time.Since(start))
 					if err != nil || strings.Count(string(out), "\nThread ") < c.threads {
 						b.Fatalf("gdb: %v (%d threads shown)\n%s", err, strings.Count(string(out), "\nThread "), tail(string(out), 2000))
 					}
 				}
+				b.ReportMetric(medianMS(runs), "median-ms")
 			})
 			b.Run("floor", func(b *testing.B) {
 				var stopped time.Duration
@@ -196,4 +224,23 @@ func BenchmarkLargeCore(b *testing.B) {
 	}
 	b.ReportMetric(rss, "peak-MiB")
 	b.ReportMetric(float64(fi.Size())/(1<<30), "core-GiB")
+}
+
+// TestMedianMS: the median of an odd number of runs is the middle one,
+// of an even number the mean of the middle two, whatever their order.
+func TestMedianMS(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		runs []time.Duration
+		want float64
+	}{
+		{nil, 0},
+		{[]time.Duration{7 * ms}, 7},
+		{[]time.Duration{900 * ms, 150 * ms, 160 * ms, 155 * ms, 148 * ms}, 155},
+		{[]time.Duration{4 * ms, 1 * ms, 3 * ms, 2 * ms}, 2.5},
+	} {
+		if got := medianMS(c.runs); got != c.want {
+			t.Errorf("medianMS(%v) = %v, want %v", c.runs, got, c.want)
+		}
+	}
 }
