@@ -93,7 +93,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 	<-reserved
 	p.tr = startTracer()
 	stopReaper := reapTracedZombies(pid, p.tr.tid, p.seizes.stuck)
-	p.stopBegan = time.Now()
+	began := time.Now()
 	p.tr.do(func() {
 		err = p.attachAll(opts)
 		if err == nil && p.execed() {
@@ -107,6 +107,11 @@ func Attach(pid int, opts Options) (*Process, error) {
 		}
 	})
 	stopReaper()
+	if p.stopBegan.IsZero() {
+		// No thread of ours was interrupted (those TRACECLONE attached
+		// start stopped): the stop began when the attaching did.
+		p.stopBegan = began
+	}
 	if err != nil {
 		var ie *InterruptedError
 		interrupted := errors.As(err, &ie)
@@ -492,6 +497,10 @@ func (p *Process) seize(tid int, opts Options) (bool, error) {
 		p.tstate[tid] = &threadState{tid: tid}
 		if opts.afterSeize != nil {
 			opts.afterSeize(tid)
+		}
+		if p.stopBegan.IsZero() {
+			// The first stop: PTRACE_SEIZE alone stops nothing.
+			p.stopBegan = time.Now()
 		}
 		if err := unix.PtraceInterrupt(tid); err != nil && !errors.Is(err, unix.ESRCH) {
 			return true, fmt.Errorf("process %d: interrupting thread %d: %w", p.pid, tid, err)

@@ -57,6 +57,26 @@ func TestDetachKeepsModules(t *testing.T) {
 	}
 }
 
+// TestStopBegan checks that StopBegan is the first interrupt, as the time
+// the target is held is defined (the first stop to the last detach): after
+// the first thread was seized (which stops nothing) and before Attach
+// returned, not when Attach handed the tracing thread its work.
+func TestStopBegan(t *testing.T) {
+	tt := startThreads(t)
+	var firstSeized time.Time
+	attaching := time.Now()
+	p := attach(t, tt.pid, Options{afterSeize: func(int) {
+		if firstSeized.IsZero() {
+			firstSeized = time.Now()
+		}
+	}})
+	attached := time.Now()
+	if b := p.StopBegan(); firstSeized.IsZero() || b.Before(firstSeized) || b.After(attached) {
+		t.Errorf("StopBegan %v: want it after the first thread was seized (%v) and before Attach returned (%v); Attach began %v",
+			b, firstSeized, attached, attaching)
+	}
+}
+
 // TestPrepareBeforeStop checks that Options.Prepare runs on every module's
 // image while the process still runs (no thread traced), that the modules
 // then hold those very images, and that Attach waited for it.

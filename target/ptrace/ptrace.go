@@ -130,7 +130,7 @@ type Process struct {
 	// in a PTRACE_SEIZE (reapTracedZombies).
 	seizes *seizeWatch
 
-	// stopBegan is when Attach began to stop the threads; released, when
+	// stopBegan is when Attach interrupted the first thread; released, when
 	// Detach had detached them (Released).
 	stopBegan, released time.Time
 
@@ -250,9 +250,10 @@ func toSyscallSignal(s os.Signal) syscall.Signal {
 // PID returns the process id.
 func (p *Process) PID() int { return p.pid }
 
-// StopBegan returns when Attach began to stop the process's threads: the
-// process has been held stopped since, until Detach. The modules' files
-// were opened before.
+// StopBegan returns when Attach interrupted the process's first thread
+// (PTRACE_INTERRUPT; seizing a thread stops nothing): the process has
+// been held stopped since, until Detach. The modules' files were opened
+// before, and the tracing thread had been handed the work.
 func (p *Process) StopBegan() time.Time { return p.stopBegan }
 
 // Released returns when Detach had detached the last stopped thread,
