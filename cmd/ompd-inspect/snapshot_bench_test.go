@@ -55,7 +55,8 @@ func medianMS(runs []time.Duration) float64 {
 //
 // ompd-inspect's runs also report, from --stats, the time the target was
 // stopped (stopped-ms/op) and the peak RSS (peak-MiB); its runs and gdb's
-// report their median time besides the mean (median-ms). Each runs on the
+// report their median time besides the mean (median-ms), and its runs and
+// the floors the median time stopped (stopped-median-ms). Each runs on the
 // OMPD build (OMP_DEBUG=enabled) and on Debian's stripped libomp 19 (its
 // knowledge recovered from its code). Figures: docs/benchmarks.md.
 //
@@ -93,7 +94,7 @@ func BenchmarkSnapshot(b *testing.B) {
 					b.Fatalf("ompd-inspect: %v\n%s", err, tail(string(out), 2000))
 				}
 				var stopped, rss float64
-				var runs []time.Duration
+				var runs, held []time.Duration
 				for b.Loop() {
 					cmd := exec.Command(cliPath, append(view, "--stats")...)
 					var stderr strings.Builder
@@ -111,11 +112,13 @@ func BenchmarkSnapshot(b *testing.B) {
 					s, _ := strconv.ParseFloat(m[1], 64)
 					r, _ := strconv.ParseFloat(m[2], 64)
 					stopped += s
+					held = append(held, time.Duration(s*float64(time.Millisecond)))
 					rss = max(rss, r)
 				}
 				b.ReportMetric(stopped/float64(b.N), "stopped-ms/op")
 				b.ReportMetric(rss, "peak-MiB")
 				b.ReportMetric(medianMS(runs), "median-ms")
+				b.ReportMetric(medianMS(held), "stopped-median-ms")
 			})
 			b.Run("gdb", func(b *testing.B) {
 				var runs []time.Duration
@@ -131,6 +134,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			})
 			b.Run("floor", func(b *testing.B) {
 				var stopped time.Duration
+				var held []time.Duration
 				for b.Loop() {
 					proc, err := ptrace.Attach(p.PID, ptrace.Options{})
 					if err != nil {
@@ -138,6 +142,7 @@ func BenchmarkSnapshot(b *testing.B) {
 					}
 					err = proc.Detach()
 					stopped += proc.Released().Sub(proc.StopBegan())
+					held = append(held, proc.Released().Sub(proc.StopBegan()))
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -146,12 +151,14 @@ func BenchmarkSnapshot(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(stopped.Microseconds())/1000/float64(b.N), "stopped-ms/op")
+				b.ReportMetric(medianMS(held), "stopped-median-ms")
 			})
 			// The same from a fresh process, as a command-line tool
 			// stops a target: this test binary, run again as a floor
 			// process (TestMain).
 			b.Run("floor-process", func(b *testing.B) {
 				var stopped float64
+				var held []time.Duration
 				for b.Loop() {
 					cmd := exec.Command(os.Args[0])
 					cmd.Env = append(os.Environ(), floorPIDEnv+"="+pid)
@@ -162,8 +169,10 @@ func BenchmarkSnapshot(b *testing.B) {
 					}
 					us, _ := strconv.ParseFloat(m[1], 64)
 					stopped += us / 1000
+					held = append(held, time.Duration(us)*time.Microsecond)
 				}
 				b.ReportMetric(stopped/float64(b.N), "stopped-ms/op")
+				b.ReportMetric(medianMS(held), "stopped-median-ms")
 			})
 			if stopped := p.StoppedThreads(b); len(stopped) != 0 {
 				b.Fatalf("threads %v left stopped", stopped)
