@@ -40,6 +40,21 @@ type Keyed interface {
 	HandleKey() [2]uint64
 }
 
+// KeyMismatches checks Keyed's contract on hs: it returns the pairs of
+// indexes whose keys are equal while compare says they name different
+// objects, or the reverse (none for a backend that keeps it).
+func KeyMismatches[H Keyed](hs []H, compare func(a, b H) int) [][2]int {
+	var bad [][2]int
+	for i, a := range hs {
+		for j, b := range hs {
+			if (compare(a, b) == 0) != (a.HandleKey() == b.HandleKey()) {
+				bad = append(bad, [2]int{i, j})
+			}
+		}
+	}
+	return bad
+}
+
 // Table interns handles: one per runtime object. The zero Table is empty
 // and ready to use. Keyed handles are looked up by key; others by
 // comparing with each handle kept (a thousand threads' tasks compared

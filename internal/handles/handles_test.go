@@ -2,6 +2,7 @@ package handles
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -247,5 +248,28 @@ func TestMixedHandles(t *testing.T) {
 	}
 	if i, ok := tab.Find(keyedMixed(0x40)); ok {
 		t.Errorf("Find(keyed 0x40) = %d: found an object never interned", i)
+	}
+}
+
+// badKey keys its object by addr alone, where Compare also looks at lwt.
+type badKey struct{ addr, lwt uint64 }
+
+func (b badKey) HandleKey() [2]uint64 { return [2]uint64{b.addr, 0} }
+
+// KeyMismatches names exactly the pairs whose keys and Compare disagree.
+func TestKeyMismatches(t *testing.T) {
+	hs := []badKey{{0x10, 0}, {0x10, 8}, {0x20, 0}}
+	cmp := func(a, b badKey) int {
+		if a == b {
+			return 0
+		}
+		return 1
+	}
+	if got, want := KeyMismatches(hs, cmp), [][2]int{{0, 1}, {1, 0}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("KeyMismatches = %v, want %v", got, want)
+	}
+	good := []*keyed{{addr: 0x10, compares: new(int)}, {addr: 0x10, lwt: 8, compares: new(int)}, {addr: 0x10, compares: new(int)}}
+	if got := KeyMismatches(good, (*keyed).Compare); len(got) != 0 {
+		t.Errorf("KeyMismatches of keys that agree = %v, want none", got)
 	}
 }
