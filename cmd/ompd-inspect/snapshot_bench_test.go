@@ -37,6 +37,19 @@ func medianMS(runs []time.Duration) float64 {
 	return float64(m.Microseconds()) / 1000
 }
 
+// reportHeld reports the mean (stopped-ms/op) and the median
+// (stopped-median-ms) of the times a target was held stopped.
+func reportHeld(b *testing.B, held []time.Duration) {
+	var sum time.Duration
+	for _, d := range held {
+		sum += d
+	}
+	if len(held) > 0 {
+		b.ReportMetric(float64(sum.Microseconds())/1000/float64(len(held)), "stopped-ms/op")
+	}
+	b.ReportMetric(medianMS(held), "stopped-median-ms")
+}
+
 // BenchmarkSnapshot measures issue 15's goals side by side on one process
 // (testdata/wide.c: one team, all but one thread in a barrier), each tool
 // run as a separate process from start to exit:
@@ -93,7 +106,7 @@ func BenchmarkSnapshot(b *testing.B) {
 				if out, err := exec.Command(cliPath, view...).CombinedOutput(); err != nil {
 					b.Fatalf("ompd-inspect: %v\n%s", err, tail(string(out), 2000))
 				}
-				var stopped, rss float64
+				var rss float64
 				var runs, held []time.Duration
 				for b.Loop() {
 					cmd := exec.Command(cliPath, append(view, "--stats")...)
@@ -111,14 +124,12 @@ func BenchmarkSnapshot(b *testing.B) {
 					}
 					s, _ := strconv.ParseFloat(m[1], 64)
 					r, _ := strconv.ParseFloat(m[2], 64)
-					stopped += s
 					held = append(held, time.Duration(s*float64(time.Millisecond)))
 					rss = max(rss, r)
 				}
-				b.ReportMetric(stopped/float64(b.N), "stopped-ms/op")
+				reportHeld(b, held)
 				b.ReportMetric(rss, "peak-MiB")
 				b.ReportMetric(medianMS(runs), "median-ms")
-				b.ReportMetric(medianMS(held), "stopped-median-ms")
 			})
 			b.Run("gdb", func(b *testing.B) {
 				var runs []time.Duration
@@ -133,7 +144,6 @@ func BenchmarkSnapshot(b *testing.B) {
 				b.ReportMetric(medianMS(runs), "median-ms")
 			})
 			b.Run("floor", func(b *testing.B) {
-				var stopped time.Duration
 				var held []time.Duration
 				for b.Loop() {
 					proc, err := ptrace.Attach(p.PID, ptrace.Options{})
@@ -141,7 +151,6 @@ func BenchmarkSnapshot(b *testing.B) {
 						b.Fatal(err)
 					}
 					err = proc.Detach()
-					stopped += proc.Released().Sub(proc.StopBegan())
 					held = append(held, proc.Released().Sub(proc.StopBegan()))
 					if err != nil {
 						b.Fatal(err)
@@ -150,14 +159,12 @@ func BenchmarkSnapshot(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				b.ReportMetric(float64(stopped.Microseconds())/1000/float64(b.N), "stopped-ms/op")
-				b.ReportMetric(medianMS(held), "stopped-median-ms")
+				reportHeld(b, held)
 			})
 			// The same from a fresh process, as a command-line tool
 			// stops a target: this test binary, run again as a floor
 			// process (TestMain).
 			b.Run("floor-process", func(b *testing.B) {
-				var stopped float64
 				var held []time.Duration
 				for b.Loop() {
 					cmd := exec.Command(os.Args[0])
@@ -168,11 +175,9 @@ func BenchmarkSnapshot(b *testing.B) {
 						b.Fatalf("floor process: %v\n%s", err, tail(string(out), 2000))
 					}
 					us, _ := strconv.ParseFloat(m[1], 64)
-					stopped += us / 1000
 					held = append(held, time.Duration(us)*time.Microsecond)
 				}
-				b.ReportMetric(stopped/float64(b.N), "stopped-ms/op")
-				b.ReportMetric(medianMS(held), "stopped-median-ms")
+				reportHeld(b, held)
 			})
 			if stopped := p.StoppedThreads(b); len(stopped) != 0 {
 				b.Fatalf("threads %v left stopped", stopped)
