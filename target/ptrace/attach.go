@@ -93,7 +93,6 @@ func Attach(pid int, opts Options) (*Process, error) {
 	<-reserved
 	p.tr = startTracer()
 	stopReaper := reapTracedZombies(pid, p.tr.tid, p.seizes.stuck)
-	began := time.Now()
 	p.tr.do(func() {
 		err = p.attachAll(opts)
 		if err == nil && p.execed() {
@@ -107,11 +106,6 @@ func Attach(pid int, opts Options) (*Process, error) {
 		}
 	})
 	stopReaper()
-	if p.stopBegan.IsZero() {
-		// No thread of ours was interrupted (those TRACECLONE attached
-		// start stopped): the stop began when the attaching did.
-		p.stopBegan = began
-	}
 	if err != nil {
 		var ie *InterruptedError
 		interrupted := errors.As(err, &ie)
@@ -499,7 +493,9 @@ func (p *Process) seize(tid int, opts Options) (bool, error) {
 			opts.afterSeize(tid)
 		}
 		if p.stopBegan.IsZero() {
-			// The first stop: PTRACE_SEIZE alone stops nothing.
+			// The first stop: PTRACE_SEIZE alone stops nothing. An
+			// Attach that returns a process has interrupted a thread:
+			// those TRACECLONE attaches follow a seized one.
 			p.stopBegan = time.Now()
 		}
 		if err := unix.PtraceInterrupt(tid); err != nil && !errors.Is(err, unix.ESRCH) {
