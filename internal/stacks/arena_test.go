@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/unwind"
 )
 
 // chainTarget is a target whose threads' stacks are frame-pointer chains
@@ -96,6 +97,24 @@ func TestUnwindingArenas(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A walk that outgrows the array it was given moves its own frames to an
+// array of their own, which it returns: the frames of the walks before it
+// stay where they were and are not copied.
+func TestWalkMovesOnlyItsFrames(t *testing.T) {
+	c := newChainTarget([]int{3, 100})
+	u := StartUnwind(c, "", 0)
+	arena := u.walk(0, make([]unwind.Frame, 0, 16))
+	first := &arena[0]
+	arena = u.walk(1, arena)
+	w := u.Wait()
+	if len(arena) != 100 || &arena[0] != &w.threads[1].frames[0] {
+		t.Errorf("after the long walk the array holds %d frames (its own first: %v); want its 100 frames alone", len(arena), len(arena) > 0 && &arena[0] == &w.threads[1].frames[0])
+	}
+	if len(w.threads[0].frames) != 3 || &w.threads[0].frames[0] != first {
+		t.Errorf("the short walk's frames moved: %d of them, first at %p, was %p", len(w.threads[0].frames), &w.threads[0].frames[0], first)
 	}
 }
 
