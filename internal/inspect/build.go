@@ -391,8 +391,9 @@ func (b *builder) symbolize(addr uint64) (fn, loc string) {
 	if s, ok := b.symbolized[addr]; ok {
 		return s[0], s[1]
 	}
-	fn = FuncName(b.t, addr)
-	if m := target.ModuleAt(b.t, addr); m != nil && m.Image != nil {
+	m := target.ModuleAt(b.t, addr)
+	fn = funcNameIn(m, addr)
+	if m != nil && m.Image != nil {
 		if file, line, ok := m.Image.LineAt(addr - m.Bias); ok {
 			loc = fmt.Sprintf("%s:%d", file, line)
 		}
@@ -408,10 +409,15 @@ func (b *builder) symbolize(addr uint64) (fn, loc string) {
 // runtime recorded): from its module's DWARF or symbols, else the address
 // in hex; empty for 0.
 func FuncName(t target.Target, addr uint64) string {
+	return funcNameIn(target.ModuleAt(t, addr), addr)
+}
+
+// funcNameIn is FuncName for the module m that maps addr (nil for none).
+func funcNameIn(m *target.Module, addr uint64) string {
 	if addr == 0 {
 		return ""
 	}
-	if m := target.ModuleAt(t, addr); m != nil && m.Image != nil {
+	if m != nil && m.Image != nil {
 		if name, ok := m.Image.FuncAt(addr - m.Bias); ok {
 			return name
 		}
