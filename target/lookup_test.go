@@ -45,3 +45,66 @@ func TestLookupSymbolInModule(t *testing.T) {
 		t.Errorf("LookupSymbol(no_such_symbol_here) error %v", err)
 	}
 }
+
+// codeTarget is noModules that finds its one module (target.ModuleFinder)
+// and whose memory reads are counted and read as 0xcc.
+type codeTarget struct {
+	noModules
+	m     *target.Module
+	reads int
+}
+
+func (c *codeTarget) ModuleAt(addr uint64) *target.Module {
+	if c.m.Contains(addr) {
+		return c.m
+	}
+	return nil
+}
+
+func (c *codeTarget) ReadMemory(addr uint64, buf []byte) error {
+	c.reads++
+	for i := range buf {
+		buf[i] = 0xcc
+	}
+	return nil
+}
+
+// ReadCode reads a module's code from its file, found through the
+// target's ModuleFinder (not its copied module list), and what is not
+// read-only code (libc's writable data, an address outside every module)
+// from the target's memory.
+func TestReadCode(t *testing.T) {
+	const libc = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+	im, err := elf.Open(libc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	lo, hi, ok := im.LoadSpan(0x7f0000000000)
+	if !ok {
+		t.Fatalf("%s has no loadable segment", libc)
+	}
+	tg := &codeTarget{noModules: noModules{t}, m: &target.Module{Name: libc, Image: im, Bias: 0x7f0000000000, Start: lo, End: hi}}
+	malloc, ok := im.Symbol("malloc")
+	if !ok {
+		t.Fatalf("%s has no malloc", libc)
+	}
+	want := make([]byte, 16)
+	if _, err := im.ReadVaddr(malloc.Value, want); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 16)
+	if err := target.ReadCode(tg, malloc.Value+tg.m.Bias, got); err != nil || string(got) != string(want) || tg.reads != 0 {
+		t.Errorf("ReadCode(malloc) = %x, %v after %d memory reads; want %x from the file", got, err, tg.reads, want)
+	}
+	environ, ok := im.Symbol("__environ")
+	if !ok {
+		t.Fatalf("%s has no __environ", libc)
+	}
+	for _, addr := range []uint64{environ.Value + tg.m.Bias, lo - 0x1000} {
+		tg.reads = 0
+		if err := target.ReadCode(tg, addr, got[:8]); err != nil || got[0] != 0xcc || tg.reads != 1 {
+			t.Errorf("ReadCode(%#x) = %x, %v after %d memory reads; want one read of memory", addr, got[:8], err, tg.reads)
+		}
+	}
+}

@@ -138,14 +138,38 @@ func symbolIn(m *Module, name string) (Symbol, bool) {
 	return Symbol{Name: name, Addr: s.Value + m.Bias, Size: s.Size, Module: m}, true
 }
 
+// ModuleFinder is a Target that finds the module that maps an address
+// without copying its list of modules, as Modules does.
+type ModuleFinder interface {
+	ModuleAt(addr uint64) *Module
+}
+
 // ModuleAt returns the module that maps addr, or nil.
 func ModuleAt(t Target, addr uint64) *Module {
+	if f, ok := t.(ModuleFinder); ok {
+		return f.ModuleAt(addr)
+	}
 	for _, m := range t.Modules() {
 		if m.Contains(addr) {
 			return m
 		}
 	}
 	return nil
+}
+
+// ReadCode fills buf with the code at addr of t. Code that lies in a
+// module's read-only code segment is read from the module's file
+// (elf.Image.ReadCode): a file read costs a fraction of a read of a
+// stopped process's memory, and the walks that read code already take
+// the code's CFI from that file. Anything else, such as code in memory
+// without a file or in a writable segment, is read from t's memory.
+func ReadCode(t Target, addr uint64, buf []byte) error {
+	if m := ModuleAt(t, addr); m != nil && m.Image != nil && addr >= m.Bias {
+		if m.Image.ReadCode(addr-m.Bias, buf) == nil {
+			return nil
+		}
+	}
+	return t.ReadMemory(addr, buf)
 }
 
 // ReadUint64 reads a little-endian 64-bit value.

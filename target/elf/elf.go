@@ -439,6 +439,21 @@ func (im *Image) ReadVaddr(vaddr uint64, buf []byte) (int, error) {
 	return n, nil
 }
 
+// ReadCode fills buf with the file's bytes at link-time virtual address
+// vaddr when all of them lie in the file part of one PT_LOAD segment that
+// is executable and not writable: code the process maps from the file
+// and cannot have written without changing the mapping's permissions.
+// Otherwise it reads nothing and returns an error wrapping ErrNotLoaded.
+func (im *Image) ReadCode(vaddr uint64, buf []byte) error {
+	l, ok := im.loadAt(vaddr)
+	end := vaddr + uint64(len(buf))
+	if !ok || end < vaddr || l.Flags&elf.PF_X == 0 || l.Flags&elf.PF_W != 0 || end-l.Vaddr > l.Filesz {
+		return fmt.Errorf("reading %d bytes of code at link-time address %#x of %s: not in the file part of a read-only code segment: %w", len(buf), vaddr, im.Path, ErrNotLoaded)
+	}
+	_, err := im.ReadVaddr(vaddr, buf)
+	return err
+}
+
 // Note is one entry of an ELF note section or segment.
 type Note struct {
 	Name string // owner, without the terminating NUL

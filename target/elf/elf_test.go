@@ -193,6 +193,22 @@ func checkProgram(t *testing.T, im *Image) {
 			t.Errorf("SymbolAt(%#x) = %+v, %v; want add_one", a, s, ok)
 		}
 	}
+	// Code reads from the file as the segments map it; writable data,
+	// and a range that runs past the code segment's file part, do not.
+	code := make([]byte, add.Size)
+	if err := im.ReadCode(add.Value, code); err != nil || !bytes.Equal(code, readAt(t, im, add.Value, int(add.Size))) {
+		t.Errorf("ReadCode(add_one) = %x, %v; want the %d bytes ReadVaddr reads", code, err, add.Size)
+	}
+	if err := im.ReadCode(g.Value, make([]byte, 4)); !errors.Is(err, ErrNotLoaded) {
+		t.Errorf("ReadCode(global_counter), writable data: %v, want ErrNotLoaded", err)
+	}
+	for _, l := range im.Loads() {
+		if l.Flags&elf.PF_X != 0 {
+			if err := im.ReadCode(l.Vaddr+l.Filesz-2, make([]byte, 4)); !errors.Is(err, ErrNotLoaded) {
+				t.Errorf("ReadCode across the end of the code segment %+v: %v, want ErrNotLoaded", l, err)
+			}
+		}
+	}
 	if s, ok := im.SymbolAt(helper.Value); !ok || s != helper {
 		t.Errorf("SymbolAt(helper) = %+v, %v; want %+v", s, ok, helper)
 	}

@@ -278,6 +278,16 @@ func (p *Process) Modules() []*target.Module {
 	return append([]*target.Module(nil), p.modules...)
 }
 
+// ModuleAt implements target.ModuleFinder.
+func (p *Process) ModuleAt(addr uint64) *target.Module {
+	for _, m := range p.modules {
+		if m.Contains(addr) {
+			return m
+		}
+	}
+	return nil
+}
+
 // Warnings lists what Attach noticed and worked around: threads that exited
 // while attaching, deleted or unreadable module files.
 func (p *Process) Warnings() []string {

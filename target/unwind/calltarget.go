@@ -23,7 +23,7 @@ func CallTarget(t target.Target, ret uint64) (callee uint64, ok bool) {
 		return 0, false
 	}
 	var b [6]byte
-	if err := t.ReadMemory(ret-6, b[:]); err != nil {
+	if err := target.ReadCode(t, ret-6, b[:]); err != nil {
 		return 0, false
 	}
 	switch {
@@ -51,7 +51,7 @@ func CallTarget(t target.Target, ret uint64) (callee uint64, ok bool) {
 // and returns the address its GOT slot holds.
 func stubTarget(t target.Target, addr uint64) (uint64, bool) {
 	var b [11]byte
-	if err := t.ReadMemory(addr, b[:]); err != nil {
+	if err := target.ReadCode(t, addr, b[:]); err != nil {
 		return 0, false
 	}
 	i := 0

@@ -1,6 +1,7 @@
 package unwind
 
 import (
+	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/target"
+	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
 )
 
 // buildC compiles testdata/NAME.c with gcc and flags into a temporary
@@ -117,6 +120,93 @@ func TestSignalFrame(t *testing.T) {
 		}
 		check(t, "kernel core", s)
 	})
+}
+
+// codeReads is a target that records the addresses of the reads of its
+// memory.
+type codeReads struct {
+	target.Target
+	addrs []uint64
+}
+
+func (c *codeReads) ReadMemory(addr uint64, buf []byte) error {
+	c.addrs = append(c.addrs, addr)
+	return c.Target.ReadMemory(addr, buf)
+}
+
+// inFileCode reports whether addr lies in a module's read-only code
+// segment, and so can be read from the module's file.
+func inFileCode(mods []*target.Module, addr uint64) bool {
+	for _, m := range mods {
+		if !m.Contains(addr) || m.Image == nil || addr < m.Bias {
+			continue
+		}
+		for _, l := range m.Image.Loads() {
+			if l.Flags&elf.PF_X != 0 && l.Flags&elf.PF_W == 0 && addr-m.Bias >= l.Vaddr && addr-m.Bias < l.Vaddr+l.Filesz {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestCodeFromFiles unwinds testdata/sigframe.c's main thread, whose walk
+// crosses glibc's sigreturn trampoline, and reads the call before each of
+// its return addresses (CallTarget): the code both read lies in the
+// modules' read-only code segments and must come from their files, not
+// from the process (a read of a stopped process's memory costs several
+// times a read of a file). The trampoline must still be found, by its
+// bytes in libc's file, and the calls' targets be what gdb names.
+func TestCodeFromFiles(t *testing.T) {
+	exe := buildC(t, "sigframe", "-O0", "-g")
+	p := fixture.Start(t, "sigframe", fixture.StartOptions{Exe: exe})
+	mainTID := p.Ready.Int(t, "main")
+	jobStop(t, p)
+	pt, err := ptrace.Attach(p.PID, ptrace.Options{})
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	defer pt.Close()
+	rec := &codeReads{Target: pt}
+	var th target.Thread
+	for _, x := range pt.Threads() {
+		if x.TID == mainTID {
+			th = x
+		}
+	}
+	frames, stop := New(rec).Unwind(th)
+	s := newOurStack(t, frames, stop)
+	wantRun(t, "live", s, []string{"in_handler", "handler", sigtrampName, "interrupted", "main"},
+		[]Method{MethodCFI, MethodCFI, MethodCFI, MethodSignal, MethodCFI})
+	// Each call the program made (handler's to in_handler, in_handler's
+	// to nanosleep through its PLT stub, main's to interrupted, _start's
+	// through libc's GOT slot) leads to the function the frame inside it
+	// runs.
+	mods := pt.Modules()
+	checked := 0
+	for j := 1; j < len(frames); j++ {
+		f, inner := frames[j], frames[j-1]
+		if f.Module == nil || f.Module.Name != exe || f.ExactPC() || inner.Module == nil || inner.Module.Image == nil {
+			continue
+		}
+		fn, ok := inner.Module.Image.SymbolAt(inner.PC - inner.Module.Bias)
+		if !ok {
+			t.Fatalf("no function at %s's pc %#x", s.names[j-1], inner.PC)
+		}
+		got, ok := CallTarget(rec, f.PC)
+		if want := fn.Value + inner.Module.Bias; !ok || got != want {
+			t.Errorf("CallTarget(%s's return address %#x) = %#x, %v; want %#x (%s)", s.names[j], f.PC, got, ok, want, s.names[j-1])
+		}
+		checked++
+	}
+	if checked != 4 {
+		t.Errorf("%d calls of the program checked, want 4 (handler, in_handler, main, _start):\n%s", checked, s)
+	}
+	for _, a := range rec.addrs {
+		if inFileCode(mods, a) {
+			t.Errorf("read %#x of the process's memory: code its module's file holds", a)
+		}
+	}
 }
 
 // maxVDSOSteps bounds the instructions TestVDSO single-steps its program

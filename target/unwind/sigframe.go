@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/go-delve/delve/pkg/dwarf/regnum"
+
+	"github.com/ompd-inspect/ompd-inspect/target"
 )
 
 // restoreRT is the code of the x86-64 sigreturn trampoline that glibc and
@@ -74,7 +76,7 @@ func (u *Unwinder) readTrampoline(f *Frame) bool {
 		if f.PC < off {
 			continue
 		}
-		if err := u.t.ReadMemory(f.PC-off, code[:]); err != nil {
+		if err := target.ReadCode(u.t, f.PC-off, code[:]); err != nil {
 			continue
 		}
 		if bytes.Equal(code[:], restoreRT) {
