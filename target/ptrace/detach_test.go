@@ -263,3 +263,20 @@ func TestCachePagesPerThread(t *testing.T) {
 // pagesPerHugePage is how many pages rounding up to whole huge pages may
 // add.
 const pagesPerHugePage = (2 << 20) / target.PageSize
+
+// Attach readies at least target.MinReadyHeap for a few threads (the
+// faults it spares are taken while the process is stopped), a thread's
+// share for many, at most maxReadyHeap, and nothing when not asked.
+func TestReadyHeapSize(t *testing.T) {
+	const perThread = 16 << 10
+	for _, c := range []struct{ threads, perThread, want int }{
+		{4, perThread, target.MinReadyHeap},
+		{1024, perThread, 16 << 20},
+		{4096, perThread, maxReadyHeap},
+		{1024, 0, 0},
+	} {
+		if got := readyHeapSize(c.threads, c.perThread); got != c.want {
+			t.Errorf("readyHeapSize(%d, %d) = %d, want %d", c.threads, c.perThread, got, c.want)
+		}
+	}
+}

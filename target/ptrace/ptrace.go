@@ -70,8 +70,8 @@ type Options struct {
 
 	// HeapPerThread, when positive, is how many bytes of Go heap per
 	// thread Attach readies while the process still runs
-	// (target.ReadyHeap, which readies nothing under MinReadyHeap), for
-	// what the caller allocates while it is stopped.
+	// (target.ReadyHeap), for what the caller allocates while it is
+	// stopped: at least target.MinReadyHeap, at most 32 MiB.
 	HeapPerThread int
 
 	// afterSeize, when set (by tests), runs on the tracing thread after a
