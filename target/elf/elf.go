@@ -92,6 +92,9 @@ type Image struct {
 	// file matched (OpenOptions.Fetch); nil for none.
 	fetch func(buildID string) (string, error)
 
+	// code keeps the pages of code ReadCode read.
+	code codePages
+
 	symOnce sync.Once
 	syms    atomic.Pointer[symIndex]
 	symErr  error
@@ -444,14 +447,71 @@ func (im *Image) ReadVaddr(vaddr uint64, buf []byte) (int, error) {
 // is executable and not writable: code the process maps from the file
 // and cannot have written without changing the mapping's permissions.
 // Otherwise it reads nothing and returns an error wrapping ErrNotLoaded.
+//
+// The file is read a page at a time, and the pages kept with the image
+// (up to maxCodePages): the few bytes a walk reads at each frame's pc
+// cost a system call only the first time a page is read.
 func (im *Image) ReadCode(vaddr uint64, buf []byte) error {
 	l, ok := im.loadAt(vaddr)
 	end := vaddr + uint64(len(buf))
 	if !ok || end < vaddr || l.Flags&elf.PF_X == 0 || l.Flags&elf.PF_W != 0 || end-l.Vaddr > l.Filesz {
 		return fmt.Errorf("reading %d bytes of code at link-time address %#x of %s: not in the file part of a read-only code segment: %w", len(buf), vaddr, im.Path, ErrNotLoaded)
 	}
-	_, err := im.ReadVaddr(vaddr, buf)
-	return err
+	for n := 0; n < len(buf); {
+		cur := vaddr + uint64(n)
+		page, lo, err := im.codePage(l, cur&^(codePageSize-1))
+		if err != nil {
+			return err
+		}
+		n += copy(buf[n:], page[cur-lo:])
+	}
+	return nil
+}
+
+// codePageSize is the size of the pages of code ReadCode keeps.
+const codePageSize = 4096
+
+// maxCodePages bounds the pages of code an image keeps (4 MiB); past it,
+// pages are read but not kept.
+const maxCodePages = 1024
+
+// codePages are the pages of an image's code that ReadCode read.
+type codePages struct {
+	mu    sync.Mutex
+	pages map[codePageKey][]byte
+}
+
+// codePageKey names a page of code: its link-time address, and the
+// segment it was read for (two segments of a malformed file may share a
+// page).
+type codePageKey struct{ segment, page uint64 }
+
+// codePage returns the bytes of segment l's file part in the page at
+// link-time address page, and the address of the first (the page's, or
+// the segment's start when it begins inside the page).
+func (im *Image) codePage(l Load, page uint64) ([]byte, uint64, error) {
+	key := codePageKey{l.Vaddr, page}
+	im.code.mu.Lock()
+	b, ok := im.code.pages[key]
+	im.code.mu.Unlock()
+	lo := max(page, l.Vaddr)
+	if ok {
+		return b, lo, nil
+	}
+	hi := min(page+codePageSize, l.Vaddr+l.Filesz)
+	b = make([]byte, hi-lo)
+	if _, err := im.ReadVaddr(lo, b); err != nil {
+		return nil, 0, err
+	}
+	im.code.mu.Lock()
+	if im.code.pages == nil {
+		im.code.pages = make(map[codePageKey][]byte)
+	}
+	if len(im.code.pages) < maxCodePages {
+		im.code.pages[key] = b
+	}
+	im.code.mu.Unlock()
+	return b, lo, nil
 }
 
 // Note is one entry of an ELF note section or segment.

@@ -342,6 +342,42 @@ func TestSharedObject(t *testing.T) {
 	checkProgram(t, im)
 }
 
+// ReadCode reads code across a page boundary as ReadVaddr does, keeps
+// the pages it read, and serves a second read from them.
+func TestReadCodePages(t *testing.T) {
+	im := mustOpen(t, "/usr/lib/x86_64-linux-gnu/libc.so.6")
+	var code Load
+	for _, l := range im.Loads() {
+		if l.Flags&elf.PF_X != 0 && l.Flags&elf.PF_W == 0 {
+			code = l
+		}
+	}
+	if code.Filesz < 3*codePageSize {
+		t.Fatalf("libc has no code segment of three pages: %+v", im.Loads())
+	}
+	at := (code.Vaddr+codePageSize)&^(codePageSize-1) + codePageSize - 16 // 16 bytes before a page's end
+	want := readAt(t, im, at, 32)
+	for i := 0; i < 2; i++ {
+		got := make([]byte, 32)
+		if err := im.ReadCode(at, got); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("read %d: ReadCode(%#x) = %x, %v; want %x", i, at, got, err, want)
+		}
+		if n := len(im.code.pages); n != 2 {
+			t.Errorf("read %d: %d pages kept, want the 2 the read spans", i, n)
+		}
+	}
+	// A kept page is what is read: the file is not read again.
+	for k, p := range im.code.pages {
+		if k.page == at&^(codePageSize-1) {
+			p[at-k.page] ^= 0xff
+		}
+	}
+	got := make([]byte, 32)
+	if err := im.ReadCode(at, got); err != nil || got[0] != want[0]^0xff {
+		t.Errorf("ReadCode after its page was changed = %x, %v; want the kept page's byte %#x", got, err, want[0]^0xff)
+	}
+}
+
 func TestClang(t *testing.T) {
 	dir := t.TempDir()
 	path := compile(t, "clang-19", dir, "clang")
