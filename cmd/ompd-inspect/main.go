@@ -403,6 +403,20 @@ const heapPerThread = 16 << 10
 // report is built.
 var afterAttach func(pid int)
 
+// showsSettings reports whether a view shows the ICVs or the runtime's
+// control variables: the icvs, env and all views, and the summary's JSON,
+// which is the whole report. The others' reports leave them out
+// (inspect.Options.NoSettings).
+func showsSettings(view string, json bool) bool {
+	switch view {
+	case "icvs", "env", "all":
+		return true
+	case "summary":
+		return json
+	}
+	return false
+}
+
 // stackViews are the views that show stacks or top user frames.
 var stackViews = map[string]bool{"summary": true, "threads": true, "bt": true, "all": true}
 
@@ -438,6 +452,7 @@ func readReports(t target.Target, src inspect.Source, view string, vf viewFlags)
 	for i, name := range names {
 		build := func(opts inspect.Options) (*inspect.Report, error) {
 			opts.Backend, opts.Library = name, vf.library
+			opts.NoSettings = !showsSettings(view, vf.json)
 			return inspect.Build(t, src, opts)
 		}
 		var walks *stacks.Walks
