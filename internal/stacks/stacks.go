@@ -1187,10 +1187,13 @@ func indexModules(walks []walk) {
 }
 
 // PrepareUnwind does on the file of one of a target's modules, before
-// the target is stopped, the work Unwind will do on it: the rows an
-// earlier run kept are read (unwind.PrepareRows), or else its call frame
-// information is parsed (Unwind reports what cannot be read).
+// the target is stopped, the work Unwind will do on it: its code is
+// scanned for sigreturn trampolines, or an earlier run's scan read
+// (unwind.PrepareTrampolines); the rows an earlier run kept are read
+// (unwind.PrepareRows), or else its call frame information is parsed
+// (Unwind reports what cannot be read).
 func PrepareUnwind(im *elf.Image) {
+	unwind.PrepareTrampolines(im)
 	if unwind.PrepareRows(im) {
 		return
 	}

@@ -42,6 +42,9 @@ var gregDWARF = [numGregs]uint64{
 // instruction. The code is recognized by its bytes, which needs no
 // symbols and no CFI.
 func (u *Unwinder) isTrampoline(f *Frame) bool {
+	if is, known := u.trampolineInFile(f); known {
+		return is
+	}
 	key := trampKey{f.PC, f.ExactPC()}
 	u.mu.Lock()
 	is, ok := u.tramps[key]
@@ -57,6 +60,22 @@ func (u *Unwinder) isTrampoline(f *Frame) bool {
 	u.tramps[key] = is
 	u.mu.Unlock()
 	return is
+}
+
+// trampolineInFile answers isTrampoline, without reading, for a pc in a
+// module's read-only code whose file was scanned for trampolines
+// (trampolinesOf); known is false for any other pc.
+func (u *Unwinder) trampolineInFile(f *Frame) (is, known bool) {
+	m := u.moduleAt(f.PC)
+	if m == nil || m.Image == nil || f.PC < m.Bias {
+		return false, false
+	}
+	pc := f.PC - m.Bias
+	s := trampolinesOf(m.Image)
+	if !s.covers(m.Image, pc) {
+		return false, false
+	}
+	return s.has(pc) || f.ExactPC() && pc >= syscallOffset && s.has(pc-syscallOffset), true
 }
 
 // trampKey caches isTrampoline: the code at a pc does not change during a
