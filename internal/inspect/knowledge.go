@@ -159,34 +159,29 @@ func (k *Knowledge) symbol(rt *target.Module, name string) (uint64, bool) {
 // runtime not initialized yet (all zero) or a block that differs gives an
 // error naming the first differences: the layout cannot be trusted then.
 func (k *Knowledge) CheckMemory(t target.Target, rt *target.Module) error {
-	if k == nil || k.Recovered == nil {
+	if k == nil || k.Recovered == nil || rt.Image == nil {
 		return nil
 	}
-	names := make([]string, 0, len(k.Recovered.Layout))
-	for n := range k.Recovered.Layout {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(i, j int) bool { return k.Recovered.Symbols[names[i]] < k.Recovered.Symbols[names[j]] })
-	if len(names) == 0 {
+	lb := layoutBlockOf(rt.Image, k.Recovered)
+	if len(lb.names) == 0 {
 		return nil
 	}
-	first := k.Recovered.Symbols[names[0]] + rt.Bias
-	block := make([]byte, 8*len(names))
+	if lb.err != nil {
+		return fmt.Errorf("the recovered layout of %s is not one block", rt.Name)
+	}
+	first := lb.first + rt.Bias
+	block := make([]byte, lb.size)
 	if err := t.ReadMemory(first, block); err != nil {
 		return fmt.Errorf("reading the runtime's OMPD layout block at %#x: %w", first, err)
 	}
 	var diffs []string
 	zero := true
-	for _, n := range names {
-		off := k.Recovered.Symbols[n] + rt.Bias - first
-		if off+8 > uint64(len(block)) {
-			return fmt.Errorf("the recovered layout of %s is not one block", rt.Name)
-		}
-		got := binary.LittleEndian.Uint64(block[off:])
+	for i, n := range lb.names {
+		got := binary.LittleEndian.Uint64(block[lb.offs[i]:])
 		if got != 0 {
 			zero = false
 		}
-		if want := k.Recovered.Layout[n]; got != want && len(diffs) < 3 {
+		if want := lb.want[i]; got != want && len(diffs) < 3 {
 			diffs = append(diffs, fmt.Sprintf("%s is %#x in memory, %#x in ompd_init's code", n, got, want))
 		}
 	}
@@ -197,4 +192,48 @@ func (k *Knowledge) CheckMemory(t target.Target, rt *target.Module) error {
 		return fmt.Errorf("the OMPD layout in the memory of %s differs from the values in its code (%s): its layout is not used", rt.Name, strings.Join(diffs, "; "))
 	}
 	return nil
+}
+
+// layoutBlockKey keys a stripped runtime image's layout block
+// (Image.Derived).
+type layoutBlockKey struct{}
+
+// layoutBlock is the block of the OMPD layout variables that ompd_init
+// fills, as recovery found them: their names in the order of their
+// link-time addresses, each one's offset from the first and the value its
+// code writes. It is derived once per image (before a stop, by
+// PrepareImage): CheckMemory then only reads the block and compares.
+type layoutBlock struct {
+	first uint64 // the first variable's link-time address
+	size  uint64 // the bytes from the first to the end of the last
+	names []string
+	offs  []uint64
+	want  []uint64
+	err   error // the variables do not lie in one block of 8 bytes each
+}
+
+// layoutBlockOf returns the layout block of im, whose knowledge rec
+// recovered.
+func layoutBlockOf(im *elf.Image, rec *recovery.Knowledge) *layoutBlock {
+	return im.Derived(layoutBlockKey{}, func() any {
+		lb := &layoutBlock{names: make([]string, 0, len(rec.Layout))}
+		for n := range rec.Layout {
+			lb.names = append(lb.names, n)
+		}
+		sort.Slice(lb.names, func(i, j int) bool { return rec.Symbols[lb.names[i]] < rec.Symbols[lb.names[j]] })
+		if len(lb.names) == 0 {
+			return lb
+		}
+		lb.first = rec.Symbols[lb.names[0]]
+		lb.size = 8 * uint64(len(lb.names))
+		for _, n := range lb.names {
+			off := rec.Symbols[n] - lb.first
+			if off+8 > lb.size {
+				lb.err = fmt.Errorf("%s lies outside the block", n)
+			}
+			lb.offs = append(lb.offs, off)
+			lb.want = append(lb.want, rec.Layout[n])
+		}
+		return lb
+	}).(*layoutBlock)
 }

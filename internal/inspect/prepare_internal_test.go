@@ -1,9 +1,12 @@
 package inspect
 
 import (
+	"encoding/binary"
+	"strings"
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
@@ -32,5 +35,68 @@ func TestPrepareImageFindsTypeLayouts(t *testing.T) {
 	}
 	if tt, err := recoveredTypes(im, r.k); tt != got.t || err != nil {
 		t.Errorf("recoveredTypes = %p, %v; want the prepared table %p", tt, err, got.t)
+	}
+}
+
+// blockMemory is a target whose memory is one block at base.
+type blockMemory struct {
+	base  uint64
+	block []byte
+}
+
+func (b blockMemory) PID() int                  { return 1 }
+func (b blockMemory) Threads() []target.Thread  { return nil }
+func (b blockMemory) Modules() []*target.Module { return nil }
+func (b blockMemory) Warnings() []string        { return nil }
+func (b blockMemory) Close() error              { return nil }
+
+func (b blockMemory) ReadMemory(addr uint64, buf []byte) error {
+	if addr < b.base || addr-b.base+uint64(len(buf)) > uint64(len(b.block)) {
+		return target.ErrUnmapped
+	}
+	copy(buf, b.block[addr-b.base:])
+	return nil
+}
+
+// PrepareImage orders a stripped runtime's layout block before the stop
+// (layoutBlockOf); CheckMemory then compares the block in memory with
+// what ompd_init's code writes: all zero is an uninitialized runtime, a
+// different value names the variable, the same values pass.
+func TestCheckMemoryPrepared(t *testing.T) {
+	im, err := elf.Open(fixture.StockLibomp(19))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	PrepareImage(im)
+	r := recovered(im)
+	if r.k == nil {
+		t.Fatalf("no knowledge recovered from Debian's libomp 19: %v", r.err)
+	}
+	lb := im.Derived(layoutBlockKey{}, func() any {
+		t.Error("the layout block was not ordered before the stop")
+		return &layoutBlock{}
+	}).(*layoutBlock)
+	if lb.err != nil || len(lb.names) != len(r.k.Layout) || lb.size != 8*uint64(len(lb.names)) {
+		t.Fatalf("layout block of %d names, %d bytes, %v; want the %d recovered variables in one block", len(lb.names), lb.size, lb.err, len(r.k.Layout))
+	}
+	const bias = 0x7f0000000000
+	rt := &target.Module{Name: "libomp.so.5", Image: im, Bias: bias}
+	k := &Knowledge{Recovered: r.k}
+	mem := blockMemory{base: lb.first + bias, block: make([]byte, lb.size)}
+	for n, want := range r.k.Layout {
+		binary.LittleEndian.PutUint64(mem.block[r.k.Symbols[n]-lb.first:], want)
+	}
+	if err := k.CheckMemory(mem, rt); err != nil {
+		t.Errorf("the block ompd_init writes: %v", err)
+	}
+	name := lb.names[len(lb.names)/2]
+	binary.LittleEndian.PutUint64(mem.block[r.k.Symbols[name]-lb.first:], r.k.Layout[name]+1)
+	if err := k.CheckMemory(mem, rt); err == nil || !strings.Contains(err.Error(), name+" is ") {
+		t.Errorf("a changed %s: %v", name, err)
+	}
+	clear(mem.block)
+	if err := k.CheckMemory(mem, rt); err == nil || !strings.Contains(err.Error(), "has not initialized its OMPD layout yet") {
+		t.Errorf("an all-zero block: %v", err)
 	}
 }

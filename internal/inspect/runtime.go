@@ -68,7 +68,8 @@ func HasOMPDSymbols(m *target.Module) bool {
 // (the runtime is found by them), an LLVM runtime's DWARF types are
 // indexed, and a stripped one's knowledge is recovered from its code,
 // with its release's type layouts when it has no DWARF types (0.6 to 1
-// ms of a stopped 4-thread read). Build reports what cannot be read.
+// ms of a stopped 4-thread read) and its layout block in the order
+// CheckMemory reads it. Build reports what cannot be read.
 func PrepareImage(im *elf.Image) {
 	_ = im.LoadSymbols()
 	m := &target.Module{Name: im.Path, Image: im}
@@ -80,8 +81,11 @@ func PrepareImage(im *elf.Image) {
 		ti.ScanAll()
 	}
 	if !HasOMPDSymbols(m) {
-		if r := recovered(im); r.k != nil && terr != nil {
-			_, _ = recoveredTypes(im, r.k) // kept with the image: Build reports its error
+		if r := recovered(im); r.k != nil {
+			layoutBlockOf(im, r.k)
+			if terr != nil {
+				_, _ = recoveredTypes(im, r.k) // kept with the image: Build reports its error
+			}
 		}
 	}
 }
