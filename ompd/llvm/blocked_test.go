@@ -265,3 +265,62 @@ func readyAddr(t *testing.T, ready fixture.Ready, key string) uint64 {
 	}
 	return addr
 }
+
+// symbolLog is inspect.Callbacks that records the symbols looked up.
+type symbolLog struct {
+	*inspect.Callbacks
+	names map[string]bool
+}
+
+func (s *symbolLog) SymbolAddr(name, hint string) (ompd.Address, error) {
+	s.names[name] = true
+	return s.Callbacks.SymbolAddr(name, hint)
+}
+
+// Asking what threads that take no lock wait for does not read the
+// runtime's environment block (KMP_CONSISTENCY_CHECK is read only to
+// explain a lock that records no owner): wide.c on Debian's libomp 19
+// without state tracking, whose every thread's call into the runtime is
+// looked at.
+func TestBlockedOnLeavesEnvironment(t *testing.T) {
+	p := fixture.Start(t, "wide", fixture.StartOptions{Stripped: true, Runtime: fixture.StockLibomp(19), Env: []string{"FX_WIDE=4"}})
+	proc, err := ptrace.Attach(p.PID, ptrace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proc.Close()
+	_, cb := attachLLVM(t, proc)
+	rt, _ := inspect.FindRuntime(proc)
+	log := &symbolLog{Callbacks: cb, names: map[string]bool{}}
+	as, err := llvm.ProcessInitialize(log, rt.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as.StateTracking() {
+		t.Fatal("state tracking on without OMP_DEBUG=enabled")
+	}
+	asked := 0
+	for _, th := range proc.Threads() {
+		h, err := llvm.Backend(as).ThreadHandle(ompd.ThreadIDPthread, th.ThreadPointer())
+		if err != nil {
+			t.Fatalf("thread %d: %v", th.TID, err)
+		}
+		w, ok := h.(ompd.Waiter)
+		if !ok {
+			t.Fatal("the native thread handle says nothing of waits")
+		}
+		if bo, err := w.BlockedOn(); err != nil || bo != nil {
+			t.Errorf("thread %d (no lock taken) waits for %+v, %v; want nothing", th.TID, bo, err)
+		}
+		asked++
+	}
+	if asked != 4 || !log.names["__kmp_threads"] {
+		t.Fatalf("%d threads asked, symbols looked up %v", asked, log.names)
+	}
+	if log.names["ompd_env_block"] {
+		t.Error("the environment block was read")
+	}
+	if _, err := as.DisplayControlVars(); err != nil || !log.names["ompd_env_block"] {
+		t.Errorf("DisplayControlVars: %v, env block looked up %v", err, log.names["ompd_env_block"])
+	}
+}

@@ -63,8 +63,12 @@ type lockFacts struct {
 	// when not every one of them could be found (a stripped runtime).
 	atomic map[ompd.Address]bool
 	// checks is KMP_CONSISTENCY_CHECK as the runtime shows it in its
-	// environment block: "all", "none" or "" when unknown.
-	checks string
+	// environment block: "all", "none" or "" when unknown. It is read
+	// (consistencyChecks) only to explain a lock that records no owner:
+	// the block is the runtime's whole environment, which most reports
+	// do not need.
+	checksOnce sync.Once
+	checks     string
 	// entries are the runtime's entry points that take a lock, by
 	// address; entryAddrs their addresses.
 	entries    map[ompd.Address]lockEntry
@@ -88,6 +92,15 @@ func (as *AddressSpace) lockFacts() *lockFacts {
 		}
 		f.atomic = atomic
 		f.lockEntryAddrs(as)
+	})
+	return f
+}
+
+// consistencyChecks is KMP_CONSISTENCY_CHECK as the runtime shows it
+// (lockFacts.checks), read on first use.
+func (as *AddressSpace) consistencyChecks() string {
+	f := &as.locks
+	f.checksOnce.Do(func() {
 		if vars, err := as.DisplayControlVars(); err == nil {
 			for _, v := range vars {
 				if val, ok := strings.CutPrefix(v, "KMP_CONSISTENCY_CHECK="); ok {
@@ -96,7 +109,7 @@ func (as *AddressSpace) lockFacts() *lockFacts {
 			}
 		}
 	})
-	return f
+	return f.checks
 }
 
 // BlockedOn says what the thread waits for when it waits for a lock: its
@@ -273,11 +286,11 @@ func (as *AddressSpace) ownerHolder(w *ompd.Wait, addr ompd.Address, q ownedLock
 		w.HolderUnknown = "libomp records no owner of the locks of atomic constructs"
 	case w.What == ompd.WaitNestLock:
 		w.HolderUnknown = fmt.Sprintf("the nestable lock at %#x is held but records no owner at this instant (being released or handed over)", wid)
-	case facts.checks == "all":
+	case as.consistencyChecks() == "all":
 		w.HolderUnknown = fmt.Sprintf("the %s at %#x is held but records no owner at this instant (being released or handed over)", lockNoun(w.What), wid)
 	default:
 		how := "this process runs without it"
-		if facts.checks == "" {
+		if as.consistencyChecks() == "" {
 			how = "whether this process runs with it is not known"
 		}
 		w.HolderUnknown = fmt.Sprintf("libomp records the owner of a %s only with KMP_CONSISTENCY_CHECK=all; %s", lockNoun(w.What), how)
