@@ -79,7 +79,11 @@ func (c *Callbacks) SymbolAddr(name, fileHint string) (ompd.Address, error) {
 	var s target.Symbol
 	var err error
 	if c.runtime != nil {
-		s, err = target.LookupSymbol(c.t, name, c.runtime)
+		// The runtime's own symbols are indexed by name (PrepareImage):
+		// found there, they are not cached again.
+		if s, err = target.LookupSymbol(c.t, name, c.runtime); err == nil && !s.TLS {
+			return s.Addr, nil
+		}
 	}
 	if c.runtime != nil && err != nil {
 		if a, ok := c.know.symbol(c.runtime, name); ok {

@@ -88,4 +88,7 @@ func PrepareImage(im *elf.Image) {
 			}
 		}
 	}
+	// After recovery, which adds symbols: OMPD looks the runtime's
+	// symbols up by name hundreds of times while the target is held.
+	im.IndexSymbolNames()
 }

@@ -37,6 +37,8 @@ type symIndex struct {
 	// objs are the sized data symbols (not functions, not TLS), sorted
 	// by address.
 	objs []Sym
+	// hashed indexes names by name (IndexSymbolNames); nil for none.
+	hashed map[string]int
 }
 
 type symEntry struct {
@@ -55,6 +57,13 @@ func (im *Image) Symbol(name string) (Sym, bool) {
 
 // byName finds the symbol of the given name.
 func (idx *symIndex) byName(name string) (symEntry, bool) {
+	if idx.hashed != nil {
+		i, ok := idx.hashed[name]
+		if !ok {
+			return symEntry{}, false
+		}
+		return idx.names[i], true
+	}
 	i, ok := slices.BinarySearchFunc(idx.names, name, func(e symEntry, name string) int { return strings.Compare(e.Name, name) })
 	if !ok {
 		return symEntry{}, false
@@ -349,6 +358,27 @@ func findSpan(spans []span, addr uint64) (int, bool) {
 
 // symbols returns the current symbol index (LoadSymbols has run).
 func (im *Image) symbols() *symIndex { return im.syms.Load() }
+
+// IndexSymbolNames indexes the image's symbols by name in a hash table,
+// which Symbol then uses instead of a binary search among the names: for
+// an image whose symbols are looked up by name many times while a target
+// is held (the OpenMP runtime's), done before the stop. The names
+// AddSymbols adds later are looked up by the binary search again.
+func (im *Image) IndexSymbolNames() {
+	im.LoadSymbols()
+	im.symMu.Lock()
+	defer im.symMu.Unlock()
+	old := im.symbols()
+	if old == nil || old.hashed != nil {
+		return
+	}
+	idx := *old
+	idx.hashed = make(map[string]int, len(old.names))
+	for i, e := range old.names {
+		idx.hashed[e.Name] = i
+	}
+	im.syms.Store(&idx)
+}
 
 // AddSymbols adds symbols that another source than the file knows (what
 // was recovered from its code) to the image's index, as if the file had

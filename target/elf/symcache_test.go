@@ -320,3 +320,45 @@ func TestAddSymbols(t *testing.T) {
 		t.Errorf("DataSymbolAt(recovered_unsized) = %+v; an unsized symbol has no range", s)
 	}
 }
+
+// Symbol answers from the name index (IndexSymbolNames) exactly as from
+// the binary search, for every name and for a name none has; symbols
+// added after it are found too.
+func TestIndexSymbolNames(t *testing.T) {
+	im, err := Open("/usr/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	if err := im.LoadSymbols(); err != nil {
+		t.Fatal(err)
+	}
+	names := im.symbols().names
+	want := map[string]Sym{}
+	for _, e := range names {
+		s, ok := im.Symbol(e.Name)
+		if !ok {
+			t.Fatalf("%s not found before the index", e.Name)
+		}
+		want[e.Name] = s
+	}
+	im.IndexSymbolNames()
+	if im.symbols().hashed == nil || len(names) < 1000 {
+		t.Fatalf("no name index over libc's %d names", len(names))
+	}
+	for name, w := range want {
+		if s, ok := im.Symbol(name); !ok || s != w {
+			t.Fatalf("Symbol(%s) = %+v, %v from the index; want %+v", name, s, ok, w)
+		}
+	}
+	if _, ok := im.Symbol("no_such_symbol_in_libc"); ok {
+		t.Error("a missing name found in the index")
+	}
+	im.AddSymbols([]Sym{{Name: "recovered_fn", Value: 0x1000, Size: 16, Func: true}})
+	if s, ok := im.Symbol("recovered_fn"); !ok || s.Value != 0x1000 {
+		t.Errorf("Symbol(recovered_fn) after AddSymbols = %+v, %v", s, ok)
+	}
+	if s, ok := im.Symbol("malloc"); !ok || s != want["malloc"] {
+		t.Errorf("Symbol(malloc) after AddSymbols = %+v, %v; want %+v", s, ok, want["malloc"])
+	}
+}
