@@ -452,7 +452,8 @@ func readReports(t target.Target, src inspect.Source, view string, vf viewFlags)
 	for i, name := range names {
 		build := func(opts inspect.Options) (*inspect.Report, error) {
 			opts.Backend, opts.Library = name, vf.library
-			opts.NoSettings = !showsSettings(view, vf.json)
+			// --backend both compares the whole reports, settings too.
+			opts.NoSettings = !showsSettings(view, vf.json) && vf.backend != "both"
 			return inspect.Build(t, src, opts)
 		}
 		var walks *stacks.Walks
