@@ -10,19 +10,28 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
 
-// PrepareImage finds a stripped runtime's release type layouts before the
-// stop: Build's lookup then finds them with the image, computing nothing.
-func TestPrepareImageFindsTypeLayouts(t *testing.T) {
+// preparedStock19 opens Debian's libomp 19 (closed at the test's end),
+// prepares it as Attach does before a stop, and returns it with what was
+// recovered from its code.
+func preparedStock19(t *testing.T) (*elf.Image, recoveryResult) {
+	t.Helper()
 	im, err := elf.Open(fixture.StockLibomp(19))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer im.Close()
+	t.Cleanup(func() { im.Close() })
 	PrepareImage(im)
 	r := recovered(im)
 	if r.k == nil {
 		t.Fatalf("no knowledge recovered from Debian's libomp 19: %v", r.err)
 	}
+	return im, r
+}
+
+// PrepareImage finds a stripped runtime's release type layouts before the
+// stop: Build's lookup then finds them with the image, computing nothing.
+func TestPrepareImageFindsTypeLayouts(t *testing.T) {
+	im, r := preparedStock19(t)
 	got := im.Derived(typeLayoutsKey{}, func() any {
 		t.Error("the type layouts were not found before the stop")
 		return typeLayoutsResult{}
@@ -63,16 +72,7 @@ func (b blockMemory) ReadMemory(addr uint64, buf []byte) error {
 // what ompd_init's code writes: all zero is an uninitialized runtime, a
 // different value names the variable, the same values pass.
 func TestCheckMemoryPrepared(t *testing.T) {
-	im, err := elf.Open(fixture.StockLibomp(19))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer im.Close()
-	PrepareImage(im)
-	r := recovered(im)
-	if r.k == nil {
-		t.Fatalf("no knowledge recovered from Debian's libomp 19: %v", r.err)
-	}
+	im, r := preparedStock19(t)
 	lb := im.Derived(layoutBlockKey{}, func() any {
 		t.Error("the layout block was not ordered before the stop")
 		return &layoutBlock{}
