@@ -72,7 +72,7 @@ func (u *Unwinder) trampolineInFile(f *Frame) (is, known bool) {
 	}
 	pc := f.PC - m.Bias
 	s := trampolinesOf(m.Image)
-	if !s.covers(m.Image, pc) {
+	if !s.covers(pc) {
 		return false, false
 	}
 	return s.has(pc) || f.ExactPC() && pc >= syscallOffset && s.has(pc-syscallOffset), true

@@ -36,7 +36,19 @@ type trampsKey struct{}
 // reading their code.
 type trampSites struct {
 	addrs []uint64
+	code  []ielf.Load // the image's code segments (codeSegment)
 	ok    bool
+}
+
+// newTrampSites returns the sites of no trampoline in im's code segments.
+func newTrampSites(im *ielf.Image) *trampSites {
+	s := &trampSites{ok: true}
+	for _, l := range im.Loads() {
+		if codeSegment(l) {
+			s.code = append(s.code, l)
+		}
+	}
+	return s
 }
 
 // trampolinesOf returns im's trampoline sites: those an earlier run kept,
@@ -76,12 +88,9 @@ func scanTramps(im *ielf.Image) *trampSites { return scanTrampsBy(im, scanChunk)
 
 // scanTrampsBy is scanTramps reading chunk bytes at a time.
 func scanTrampsBy(im *ielf.Image, chunk uint64) *trampSites {
-	s := &trampSites{ok: true}
+	s := newTrampSites(im)
 	buf := make([]byte, 0, chunk+uint64(len(restoreRT)))
-	for _, l := range im.Loads() {
-		if !codeSegment(l) {
-			continue
-		}
+	for _, l := range s.code {
 		if l.Filesz > maxScannedCode {
 			s.ok = false
 			continue
@@ -110,14 +119,14 @@ func scanTrampsBy(im *ielf.Image, chunk uint64) *trampSites {
 	return s
 }
 
-// covers reports whether the scan read the code at link-time address a
-// of im: a's segment is a code segment and was scanned.
-func (s *trampSites) covers(im *ielf.Image, a uint64) bool {
+// covers reports whether the scan read the code at link-time address a:
+// a's segment is a code segment and was scanned.
+func (s *trampSites) covers(a uint64) bool {
 	if !s.ok {
 		return false
 	}
-	for _, l := range im.Loads() {
-		if codeSegment(l) && a >= l.Vaddr && a-l.Vaddr < l.Filesz {
+	for _, l := range s.code {
+		if a >= l.Vaddr && a-l.Vaddr < l.Filesz {
 			return true
 		}
 	}
@@ -159,12 +168,13 @@ func decodeTramps(im *ielf.Image, b []byte) (*trampSites, bool) {
 	if r.Bad() || n > maxKeptTramps {
 		return nil, false
 	}
-	s := &trampSites{addrs: make([]uint64, 0, n), ok: true}
+	s := newTrampSites(im)
+	s.addrs = make([]uint64, 0, n)
 	prev := uint64(0)
 	for i := uint64(0); i < n; i++ {
 		d := r.Uint()
 		a := prev + d
-		if r.Bad() || a < prev || (i > 0 && d == 0) || !s.inCode(im, a) {
+		if r.Bad() || a < prev || (i > 0 && d == 0) || !s.inCode(a) {
 			return nil, false
 		}
 		s.addrs = append(s.addrs, a)
@@ -177,10 +187,10 @@ func decodeTramps(im *ielf.Image, b []byte) (*trampSites, bool) {
 }
 
 // inCode reports whether the trampoline's code fits at link-time address
-// a within the file part of one of im's code segments.
-func (s *trampSites) inCode(im *ielf.Image, a uint64) bool {
-	for _, l := range im.Loads() {
-		if codeSegment(l) && a >= l.Vaddr && a-l.Vaddr <= l.Filesz-uint64(len(restoreRT)) && l.Filesz >= uint64(len(restoreRT)) {
+// a within the file part of one of the code segments.
+func (s *trampSites) inCode(a uint64) bool {
+	for _, l := range s.code {
+		if a >= l.Vaddr && a-l.Vaddr <= l.Filesz-uint64(len(restoreRT)) && l.Filesz >= uint64(len(restoreRT)) {
 			return true
 		}
 	}

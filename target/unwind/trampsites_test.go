@@ -55,7 +55,7 @@ func TestScanTramps(t *testing.T) {
 		}
 	}
 	s := trampolinesOf(im)
-	if !s.has(want[0]) || s.has(want[0]+1) || !s.covers(im, want[0]) || s.covers(im, l.Vaddr+l.Filesz) {
+	if !s.has(want[0]) || s.has(want[0]+1) || !s.covers(want[0]) || s.covers(l.Vaddr+l.Filesz) {
 		t.Errorf("trampolinesOf(libc) = %+v: want %#x, covering the code segment only", s, want[0])
 	}
 }
