@@ -108,3 +108,31 @@ func TestReadCode(t *testing.T) {
 		}
 	}
 }
+
+// ownCode is codeTarget that reads its code itself (target.CodeReader),
+// as 0xee.
+type ownCode struct{ *codeTarget }
+
+func (o ownCode) ReadCode(addr uint64, buf []byte) error {
+	for i := range buf {
+		buf[i] = 0xee
+	}
+	return nil
+}
+
+// A target that reads its code itself (a core) is asked, even for code
+// its module's file holds.
+func TestReadCodeOwnReader(t *testing.T) {
+	im, err := elf.Open("/usr/lib/x86_64-linux-gnu/libc.so.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	lo, hi, _ := im.LoadSpan(0x7f0000000000)
+	tg := ownCode{&codeTarget{noModules: noModules{t}, m: &target.Module{Image: im, Bias: 0x7f0000000000, Start: lo, End: hi}}}
+	malloc, _ := im.Symbol("malloc")
+	got := make([]byte, 4)
+	if err := target.ReadCode(tg, malloc.Value+0x7f0000000000, got); err != nil || got[0] != 0xee || tg.reads != 0 {
+		t.Errorf("ReadCode = %x, %v, %d memory reads; want the target's own 0xee", got, err, tg.reads)
+	}
+}

@@ -138,6 +138,13 @@ func symbolIn(m *Module, name string) (Symbol, bool) {
 	return Symbol{Name: name, Addr: s.Value + m.Bias, Size: s.Size, Module: m}, true
 }
 
+// CodeReader is a Target that reads its code itself (ReadCode): a core
+// file, whose dumped bytes of a code page (code the process wrote) come
+// before the module's file.
+type CodeReader interface {
+	ReadCode(addr uint64, buf []byte) error
+}
+
 // ModuleFinder is a Target that finds the module that maps an address
 // without copying its list of modules, as Modules does.
 type ModuleFinder interface {
@@ -161,9 +168,15 @@ func ModuleAt(t Target, addr uint64) *Module {
 // module's read-only code segment is read from the module's file
 // (elf.Image.ReadCode): a file read costs a fraction of a read of a
 // stopped process's memory, and the walks that read code already take
-// the code's CFI from that file. Anything else, such as code in memory
-// without a file or in a writable segment, is read from t's memory.
+// the code's CFI from that file; what another tracer or a patch wrote
+// into the process's code is not seen, as the CFI does not see it.
+// Anything else, such as code in memory without a file or in a writable
+// segment, is read from t's memory. A target that reads its code itself
+// (CodeReader: a core file) is asked instead.
 func ReadCode(t Target, addr uint64, buf []byte) error {
+	if r, ok := t.(CodeReader); ok {
+		return r.ReadCode(addr, buf)
+	}
 	if m := ModuleAt(t, addr); m != nil && m.Image != nil && addr >= m.Bias {
 		if m.Image.ReadCode(addr-m.Bias, buf) == nil {
 			return nil

@@ -48,7 +48,9 @@ type Options struct {
 	// NoSettings leaves the ICVs and the runtime's control variables out
 	// of the report (ICVs and ControlVars empty), for a view that shows
 	// neither: nothing else in the report depends on them, and reading
-	// them is about a fifth of the read of a few threads' report.
+	// them is about a fifth of the read of a few threads' report. The
+	// warnings reading them would give (and an OMPD library's messages
+	// then) are left out with them.
 	NoSettings bool
 }
 

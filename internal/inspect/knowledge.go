@@ -228,7 +228,7 @@ func layoutBlockOf(im *elf.Image, rec *recovery.Knowledge) *layoutBlock {
 		lb.size = 8 * uint64(len(lb.names))
 		for _, n := range lb.names {
 			off := rec.Symbols[n] - lb.first
-			if off+8 > lb.size {
+			if off > lb.size-8 { // lb.size is 8 at least; off+8 could wrap
 				lb.err = fmt.Errorf("%s lies outside the block", n)
 			}
 			lb.offs = append(lb.offs, off)

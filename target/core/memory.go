@@ -18,6 +18,11 @@ func (c *Core) ReadMemory(addr uint64, buf []byte) error {
 	return c.read(addr, buf, true)
 }
 
+// ReadCode implements target.CodeReader: code is read as any memory is,
+// from the core's segments first (a page the process wrote, which the
+// kernel dumps), then from the module's file.
+func (c *Core) ReadCode(addr uint64, buf []byte) error { return c.ReadMemory(addr, buf) }
+
 // readCore is ReadMemory restricted to the bytes the core holds.
 func (c *Core) readCore(addr uint64, buf []byte) error {
 	return c.read(addr, buf, false)

@@ -444,9 +444,11 @@ func (im *Image) ReadVaddr(vaddr uint64, buf []byte) (int, error) {
 
 // ReadCode fills buf with the file's bytes at link-time virtual address
 // vaddr when all of them lie in the file part of one PT_LOAD segment that
-// is executable and not writable: code the process maps from the file
-// and cannot have written without changing the mapping's permissions.
-// Otherwise it reads nothing and returns an error wrapping ErrNotLoaded.
+// is executable and not writable: code the process maps from the file,
+// as the file holds it (what a tracer or a patch wrote into the process
+// is not seen). A segment whose file part lies beyond the file, whose
+// addresses wrap or that another segment overlaps is refused. Otherwise
+// it reads nothing and returns an error wrapping ErrNotLoaded.
 //
 // The file is read a page at a time, and the pages kept with the image
 // (up to maxCodePages): the few bytes a walk reads at each frame's pc
@@ -457,6 +459,9 @@ func (im *Image) ReadCode(vaddr uint64, buf []byte) error {
 	if !ok || end < vaddr || l.Flags&elf.PF_X == 0 || l.Flags&elf.PF_W != 0 || end-l.Vaddr > l.Filesz {
 		return fmt.Errorf("reading %d bytes of code at link-time address %#x of %s: not in the file part of a read-only code segment: %w", len(buf), vaddr, im.Path, ErrNotLoaded)
 	}
+	if !im.codeInFile(l) {
+		return fmt.Errorf("reading %d bytes of code at link-time address %#x of %s: its segment (file offset %#x, %d bytes at %#x) does not lie within the file: %w", len(buf), vaddr, im.Path, l.Offset, l.Filesz, l.Vaddr, ErrNotLoaded)
+	}
 	for n := 0; n < len(buf); {
 		cur := vaddr + uint64(n)
 		page, lo, err := im.codePage(l, cur&^(codePageSize-1))
@@ -466,6 +471,22 @@ func (im *Image) ReadCode(vaddr uint64, buf []byte) error {
 		n += copy(buf[n:], page[cur-lo:])
 	}
 	return nil
+}
+
+// codeInFile reports whether segment l's file part lies within the file
+// and its addresses do not wrap, and no other segment's addresses overlap
+// it: the pages ReadCode keeps of it are then the file's bytes at
+// l.Offset on, and small.
+func (im *Image) codeInFile(l Load) bool {
+	if l.Offset > uint64(im.size) || l.Filesz > uint64(im.size)-l.Offset || l.Vaddr+l.Filesz < l.Vaddr {
+		return false
+	}
+	for _, o := range im.loads {
+		if o != l && o.Memsz > 0 && o.Vaddr < l.Vaddr+l.Filesz && (o.Vaddr+o.Memsz < o.Vaddr || l.Vaddr < o.Vaddr+o.Memsz) {
+			return false
+		}
+	}
+	return true
 }
 
 // codePageSize is the size of the pages of code ReadCode keeps.
@@ -498,10 +519,16 @@ func (im *Image) codePage(l Load, page uint64) ([]byte, uint64, error) {
 	if ok {
 		return b, lo, nil
 	}
-	hi := min(page+codePageSize, l.Vaddr+l.Filesz)
-	b = make([]byte, hi-lo)
-	if _, err := im.ReadVaddr(lo, b); err != nil {
-		return nil, 0, err
+	// Subtractions only: codeInFile checked that the segment's file
+	// part lies within the file and its addresses do not wrap.
+	n := min(codePageSize-(lo-page), l.Filesz-(lo-l.Vaddr))
+	b = make([]byte, n)
+	off := l.Offset + (lo - l.Vaddr)
+	if got, err := im.file.ReadAt(b, int64(off)); uint64(got) < n {
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, 0, fmt.Errorf("reading code of %s at file offset %#x (link-time address %#x): %w", im.Path, off, lo, err)
 	}
 	im.code.mu.Lock()
 	if im.code.pages == nil {

@@ -623,6 +623,8 @@ func TestHostile(t *testing.T) {
 		for _, l := range im.Loads() {
 			im.BiasFor(0x400000, l.Offset)
 			im.ReadVaddr(l.Vaddr, make([]byte, 256))
+			im.ReadCode(l.Vaddr, make([]byte, 256))
+			im.ReadCode(l.Vaddr+l.Filesz/2, make([]byte, 16))
 		}
 	}
 	for _, n := range []int{0, 3, 4, 16, 63, 64, 100, 0x200, len(orig) / 4, len(orig) / 2, len(orig) - 1} {
@@ -650,6 +652,69 @@ func TestHostile(t *testing.T) {
 			data[off] = byte(rng.Uint32())
 		}
 		exercise(data)
+	}
+}
+
+// segmentsELF writes an x86-64 ELF file of program headers only, for
+// the PT_LOAD segments given (vaddr, offset, filesz, memsz, flags), 0x3000
+// bytes of 0xaa after them, and returns its path.
+func segmentsELF(t *testing.T, loads [][5]uint64) string {
+	t.Helper()
+	const ehdr, phdr = 64, 56
+	b := make([]byte, ehdr+phdr*len(loads))
+	le := binary.LittleEndian
+	copy(b, "\x7fELF\x02\x01\x01")
+	le.PutUint16(b[16:], uint16(elf.ET_DYN))
+	le.PutUint16(b[18:], uint16(elf.EM_X86_64))
+	le.PutUint32(b[20:], 1)
+	le.PutUint64(b[32:], ehdr)
+	le.PutUint16(b[52:], ehdr)
+	le.PutUint16(b[54:], phdr)
+	le.PutUint16(b[56:], uint16(len(loads)))
+	le.PutUint16(b[58:], 64)
+	for i, l := range loads {
+		p := b[ehdr+phdr*i:]
+		le.PutUint32(p[0:], uint32(elf.PT_LOAD))
+		le.PutUint32(p[4:], uint32(l[4]))
+		le.PutUint64(p[8:], l[1])
+		le.PutUint64(p[16:], l[0])
+		le.PutUint64(p[24:], l[0])
+		le.PutUint64(p[32:], l[2])
+		le.PutUint64(p[40:], l[3])
+		le.PutUint64(p[48:], 0x1000)
+	}
+	b = append(b, bytes.Repeat([]byte{0xaa}, 0x3000)...)
+	path := filepath.Join(t.TempDir(), "segments.so")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// ReadCode refuses code whose segment's file part lies beyond the file,
+// whose addresses wrap, or that another segment overlaps: an error, never
+// a huge allocation or another segment's bytes.
+func TestReadCodeHostileSegments(t *testing.T) {
+	const rx, rw = uint64(elf.PF_R | elf.PF_X), uint64(elf.PF_R | elf.PF_W)
+	wrap := ^uint64(0) - 0xffff
+	for _, c := range []struct {
+		name  string
+		loads [][5]uint64
+		at    uint64
+	}{
+		{"addresses that wrap", [][5]uint64{{wrap, 0, 1 << 50, 1 << 50, rx}}, wrap + 0x10},
+		{"a file part past the file's end", [][5]uint64{{0x1000, 0x1000, 1 << 40, 1 << 40, rx}}, 0x1010},
+		{"a writable segment overlapping", [][5]uint64{{0x1000, 0x1000, 0x2000, 0x2000, rx}, {0x1800, 0x2000, 0x100, 0x100, rw}}, 0x17f8},
+	} {
+		im := mustOpen(t, segmentsELF(t, c.loads))
+		if err := im.ReadCode(c.at, make([]byte, 16)); !errors.Is(err, ErrNotLoaded) {
+			t.Errorf("%s: ReadCode(%#x) = %v, want ErrNotLoaded", c.name, c.at, err)
+		}
+	}
+	im := mustOpen(t, segmentsELF(t, [][5]uint64{{0x1000, 0x1000, 0x2000, 0x2000, rx}}))
+	got := make([]byte, 16)
+	if err := im.ReadCode(0x1ff8, got); err != nil || !bytes.Equal(got, bytes.Repeat([]byte{0xaa}, 16)) {
+		t.Errorf("ReadCode of a well-formed segment across a page = %x, %v", got, err)
 	}
 }
 

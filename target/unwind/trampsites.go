@@ -160,8 +160,10 @@ func encodeTramps(s *trampSites) []byte {
 }
 
 // decodeTramps reads what encodeTramps wrote for im. Each site must lie
-// in one of im's code segments, with room for the trampoline's code, and
-// follow the one before; otherwise the entry is refused.
+// in one of im's code segments, with room for the trampoline's code,
+// follow the one before, and hold the trampoline's code in the file; and
+// every code segment must be one a scan reads whole. Otherwise the entry
+// is refused (and the code scanned again).
 func decodeTramps(im *ielf.Image, b []byte) (*trampSites, bool) {
 	r := ielf.NewKeptReader(b)
 	n := r.Count()
@@ -169,12 +171,21 @@ func decodeTramps(im *ielf.Image, b []byte) (*trampSites, bool) {
 		return nil, false
 	}
 	s := newTrampSites(im)
+	for _, l := range s.code {
+		if l.Filesz > maxScannedCode {
+			return nil, false
+		}
+	}
 	s.addrs = make([]uint64, 0, n)
+	code := make([]byte, len(restoreRT))
 	prev := uint64(0)
 	for i := uint64(0); i < n; i++ {
 		d := r.Uint()
 		a := prev + d
 		if r.Bad() || a < prev || (i > 0 && d == 0) || !s.inCode(a) {
+			return nil, false
+		}
+		if _, err := im.ReadVaddr(a, code); err != nil || !bytes.Equal(code, restoreRT) {
 			return nil, false
 		}
 		s.addrs = append(s.addrs, a)

@@ -61,10 +61,15 @@ func TestScanTramps(t *testing.T) {
 }
 
 // Kept sites read back as written; an entry whose site lies outside the
-// code, repeats or is cut short is refused.
+// code, repeats, holds other code than the trampoline's, or is cut short
+// or padded is refused.
 func TestKeptTramps(t *testing.T) {
 	im, l, _ := libcCode(t)
-	s := &trampSites{addrs: []uint64{l.Vaddr + 0x10, l.Vaddr + 0x2000}, ok: true}
+	s := scanTramps(im)
+	if len(s.addrs) != 1 {
+		t.Fatalf("libc's sites %#x, want one", s.addrs)
+	}
+	site := s.addrs[0]
 	got, ok := decodeTramps(im, encodeTramps(s))
 	if !ok || !slices.Equal(got.addrs, s.addrs) || !got.ok {
 		t.Errorf("decode(encode(%#x)) = %+v, %v", s.addrs, got, ok)
@@ -73,7 +78,9 @@ func TestKeptTramps(t *testing.T) {
 		"outside the code":    {l.Vaddr + l.Filesz},
 		"past the code's end": {l.Vaddr + l.Filesz - 4},
 		"before the code":     {l.Vaddr - 0x100},
-		"repeated":            {l.Vaddr + 0x10, l.Vaddr + 0x10},
+		"repeated":            {site, site},
+		"other code":          {site + 1},
+		"other code too":      {l.Vaddr + 0x10, site},
 	} {
 		if _, ok := decodeTramps(im, encodeTramps(&trampSites{addrs: addrs, ok: true})); ok {
 			t.Errorf("%s: %#x accepted", name, addrs)
