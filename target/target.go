@@ -156,7 +156,12 @@ func ModuleAt(t Target, addr uint64) *Module {
 	if f, ok := t.(ModuleFinder); ok {
 		return f.ModuleAt(addr)
 	}
-	for _, m := range t.Modules() {
+	return ModuleIn(t.Modules(), addr)
+}
+
+// ModuleIn returns the module of mods that maps addr, or nil.
+func ModuleIn(mods []*Module, addr uint64) *Module {
+	for _, m := range mods {
 		if m.Contains(addr) {
 			return m
 		}

@@ -167,10 +167,10 @@ func (k *Knowledge) CheckMemory(t target.Target, rt *target.Module) error {
 		return nil
 	}
 	if lb.err != nil {
-		return fmt.Errorf("the recovered layout of %s is not one block", rt.Name)
+		return fmt.Errorf("the recovered layout of %s is not one block: %w", rt.Name, lb.err)
 	}
 	first := lb.first + rt.Bias
-	block := make([]byte, lb.size)
+	block := make([]byte, 8*len(lb.names))
 	if err := t.ReadMemory(first, block); err != nil {
 		return fmt.Errorf("reading the runtime's OMPD layout block at %#x: %w", first, err)
 	}
@@ -205,7 +205,6 @@ type layoutBlockKey struct{}
 // PrepareImage): CheckMemory then only reads the block and compares.
 type layoutBlock struct {
 	first uint64 // the first variable's link-time address
-	size  uint64 // the bytes from the first to the end of the last
 	names []string
 	offs  []uint64
 	want  []uint64
@@ -225,11 +224,11 @@ func layoutBlockOf(im *elf.Image, rec *recovery.Knowledge) *layoutBlock {
 			return lb
 		}
 		lb.first = rec.Symbols[lb.names[0]]
-		lb.size = 8 * uint64(len(lb.names))
+		last := 8 * uint64(len(lb.names)-1) // the last variable's offset
 		for _, n := range lb.names {
 			off := rec.Symbols[n] - lb.first
-			if off > lb.size-8 { // lb.size is 8 at least; off+8 could wrap
-				lb.err = fmt.Errorf("%s lies outside the block", n)
+			if off > last {
+				lb.err = fmt.Errorf("%s lies %#x bytes past the first variable, beyond %d variables of 8 bytes", n, off, len(lb.names))
 			}
 			lb.offs = append(lb.offs, off)
 			lb.want = append(lb.want, rec.Layout[n])

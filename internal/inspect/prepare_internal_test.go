@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/ompd/llvm/recovery"
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
@@ -77,13 +78,13 @@ func TestCheckMemoryPrepared(t *testing.T) {
 		t.Error("the layout block was not ordered before the stop")
 		return &layoutBlock{}
 	}).(*layoutBlock)
-	if lb.err != nil || len(lb.names) != len(r.k.Layout) || lb.size != 8*uint64(len(lb.names)) {
-		t.Fatalf("layout block of %d names, %d bytes, %v; want the %d recovered variables in one block", len(lb.names), lb.size, lb.err, len(r.k.Layout))
+	if lb.err != nil || len(lb.names) != len(r.k.Layout) || lb.offs[len(lb.offs)-1] != 8*uint64(len(lb.names)-1) {
+		t.Fatalf("layout block of %d names, last at %#x, %v; want the %d recovered variables in one block", len(lb.names), lb.offs[len(lb.offs)-1], lb.err, len(r.k.Layout))
 	}
 	const bias = 0x7f0000000000
 	rt := &target.Module{Name: "libomp.so.5", Image: im, Bias: bias}
 	k := &Knowledge{Recovered: r.k}
-	mem := blockMemory{base: lb.first + bias, block: make([]byte, lb.size)}
+	mem := blockMemory{base: lb.first + bias, block: make([]byte, 8*len(lb.names))}
 	for n, want := range r.k.Layout {
 		binary.LittleEndian.PutUint64(mem.block[r.k.Symbols[n]-lb.first:], want)
 	}
@@ -98,5 +99,24 @@ func TestCheckMemoryPrepared(t *testing.T) {
 	clear(mem.block)
 	if err := k.CheckMemory(mem, rt); err == nil || !strings.Contains(err.Error(), "has not initialized its OMPD layout yet") {
 		t.Errorf("an all-zero block: %v", err)
+	}
+}
+
+// Layout variables that do not lie one after the other (a gap of 8
+// bytes) are no block: CheckMemory says so, and why, reading nothing.
+func TestCheckMemoryNotOneBlock(t *testing.T) {
+	im, err := elf.Open("/usr/lib/x86_64-linux-gnu/libc.so.6") // any image: the knowledge is made here
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	rec := &recovery.Knowledge{
+		Symbols: map[string]uint64{"ompd_sizeof__a": 0x1000, "ompd_sizeof__b": 0x1010},
+		Layout:  map[string]uint64{"ompd_sizeof__a": 1, "ompd_sizeof__b": 2},
+	}
+	k := &Knowledge{Recovered: rec}
+	err = k.CheckMemory(blockMemory{}, &target.Module{Name: "libomp.so.5", Image: im})
+	if err == nil || !strings.Contains(err.Error(), "is not one block: ompd_sizeof__b lies 0x10 bytes past the first variable") {
+		t.Errorf("CheckMemory of a block with a gap: %v", err)
 	}
 }

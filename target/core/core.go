@@ -562,14 +562,7 @@ func (c *Core) CrashTID() int { return c.crashTID }
 func (c *Core) Modules() []*target.Module { return append([]*target.Module(nil), c.modules...) }
 
 // ModuleAt implements target.ModuleFinder.
-func (c *Core) ModuleAt(addr uint64) *target.Module {
-	for _, m := range c.modules {
-		if m.Contains(addr) {
-			return m
-		}
-	}
-	return nil
-}
+func (c *Core) ModuleAt(addr uint64) *target.Module { return target.ModuleIn(c.modules, addr) }
 
 // Warnings returns what Open noticed and worked around: the first
 // MaxWarnings warnings, then, if there were more, one line saying how

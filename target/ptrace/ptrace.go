@@ -279,14 +279,7 @@ func (p *Process) Modules() []*target.Module {
 }
 
 // ModuleAt implements target.ModuleFinder.
-func (p *Process) ModuleAt(addr uint64) *target.Module {
-	for _, m := range p.modules {
-		if m.Contains(addr) {
-			return m
-		}
-	}
-	return nil
-}
+func (p *Process) ModuleAt(addr uint64) *target.Module { return target.ModuleIn(p.modules, addr) }
 
 // Warnings lists what Attach noticed and worked around: threads that exited
 // while attaching, deleted or unreadable module files.

@@ -356,14 +356,7 @@ func (u *Unwinder) warn(msg string) {
 }
 
 // moduleAt returns the module mapping addr, or nil.
-func (u *Unwinder) moduleAt(addr uint64) *target.Module {
-	for _, m := range u.mods {
-		if m.Contains(addr) {
-			return m
-		}
-	}
-	return nil
-}
+func (u *Unwinder) moduleAt(addr uint64) *target.Module { return target.ModuleIn(u.mods, addr) }
 
 // Unwind returns the frames of thread th, innermost first, and why the walk
 // ended. There is always at least one frame, the thread's registers.
