@@ -145,6 +145,14 @@ type CodeReader interface {
 	ReadCode(addr uint64, buf []byte) error
 }
 
+// CodeFromFiles reports whether t's code in its modules' read-only code
+// segments is their files' (ReadCode reads it there), so that what is
+// learned from a file's code holds for t: false for a CodeReader.
+func CodeFromFiles(t Target) bool {
+	_, own := t.(CodeReader)
+	return !own
+}
+
 // ModuleFinder is a Target that finds the module that maps an address
 // without copying its list of modules, as Modules does.
 type ModuleFinder interface {
@@ -179,8 +187,8 @@ func ModuleIn(mods []*Module, addr uint64) *Module {
 // segment, is read from t's memory. A target that reads its code itself
 // (CodeReader: a core file) is asked instead.
 func ReadCode(t Target, addr uint64, buf []byte) error {
-	if r, ok := t.(CodeReader); ok {
-		return r.ReadCode(addr, buf)
+	if !CodeFromFiles(t) {
+		return t.(CodeReader).ReadCode(addr, buf)
 	}
 	if m := ModuleAt(t, addr); m != nil && m.Image != nil && addr >= m.Bias {
 		if m.Image.ReadCode(addr-m.Bias, buf) == nil {

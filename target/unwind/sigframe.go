@@ -66,7 +66,7 @@ func (u *Unwinder) isTrampoline(f *Frame) bool {
 // module's read-only code whose file was scanned for trampolines
 // (trampolinesOf); known is false for any other pc.
 func (u *Unwinder) trampolineInFile(f *Frame) (is, known bool) {
-	if _, own := u.t.(target.CodeReader); own {
+	if !target.CodeFromFiles(u.t) {
 		return false, false // a core: its dumped code comes first
 	}
 	m := u.moduleAt(f.PC)
