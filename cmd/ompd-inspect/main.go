@@ -393,11 +393,16 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 const cachePagesPerThread = 5
 
 // heapPerThread is how much Go heap per thread ptrace.Attach readies
-// before the stop: reading a report of 1024 threads (LLVM's libomp, all
-// views) allocated 12 MiB besides the memory cache, whose first use of
-// fresh pages was a fifth of the time the target was held stopped. What
-// the read leaves free serves the naming after the release.
-const heapPerThread = 16 << 10
+// before the stop, besides the memory cache: reading a report of 1024
+// threads (LLVM's libomp, all views) allocates 8 to 12 MiB, whose first
+// use of fresh pages was a fifth of the time the target was held
+// stopped. The heap it takes is larger than what it allocates (each
+// size of object has pages of its own): with 16 KiB a thread readied
+// with the cache, the read at 1024 threads on stock libomp 19 ran past
+// the readied pages (450 faults while held); with 24 KiB it did not, and
+// the peak RSS was 58 to 59 MiB. What the read leaves free serves the
+// naming after the release.
+const heapPerThread = 24 << 10
 
 // afterAttach, when set (by tests), runs right after Attach, before the
 // report is built.

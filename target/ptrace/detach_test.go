@@ -264,19 +264,24 @@ func TestCachePagesPerThread(t *testing.T) {
 // add.
 const pagesPerHugePage = (2 << 20) / target.PageSize
 
-// Attach readies at least target.MinReadyHeap for a few threads (the
-// faults it spares are taken while the process is stopped), a thread's
-// share for many, at most maxReadyHeap, and nothing when not asked.
+// Attach readies, in one heap, a thread's share and the memory cache's
+// pages, at least minReadyHeap for a few threads, at most maxReadyHeap, and nothing when
+// no heap a thread is asked for.
 func TestReadyHeapSize(t *testing.T) {
-	const perThread = 16 << 10
-	for _, c := range []struct{ threads, perThread, want int }{
-		{4, perThread, target.MinReadyHeap},
-		{1024, perThread, 16 << 20},
-		{4096, perThread, maxReadyHeap},
-		{1024, 0, 0},
+	const perThread, pages = 24 << 10, 5
+	for _, c := range []struct {
+		threads, perThread, pages, want int
+	}{
+		{4, perThread, pages, minReadyHeap},
+		{1024, perThread, pages, 24<<20 + 1024*pages*target.PageSize},
+		{1024, perThread, 0, 24 << 20},
+		{4096, perThread, pages, maxReadyHeap},
+		{1024, 0, pages, 0},
+		{-1, perThread, pages, 0},
 	} {
-		if got := readyHeapSize(c.threads, c.perThread); got != c.want {
-			t.Errorf("readyHeapSize(%d, %d) = %d, want %d", c.threads, c.perThread, got, c.want)
+		opts := Options{HeapPerThread: c.perThread, CachePagesPerThread: c.pages}
+		if got := readyHeapSize(c.threads, opts); got != c.want {
+			t.Errorf("readyHeapSize(%d threads, %d bytes and %d pages a thread) = %d, want %d", c.threads, c.perThread, c.pages, got, c.want)
 		}
 	}
 }

@@ -69,9 +69,10 @@ type Options struct {
 	CachePagesPerThread int
 
 	// HeapPerThread, when positive, is how many bytes of Go heap per
-	// thread Attach readies while the process still runs
-	// (target.ReadyHeap), for what the caller allocates while it is
-	// stopped: at least target.MinReadyHeap, at most 32 MiB.
+	// thread the caller allocates while the process is stopped. Attach
+	// then readies (target.ReadyHeap), before it opens and prepares the
+	// modules' files, one heap for that and for the memory cache's
+	// pages: at least 8 MiB, at most 48 MiB.
 	HeapPerThread int
 
 	// afterSeize, when set (by tests), runs on the tracing thread after a
