@@ -83,6 +83,11 @@ func Attach(pid int, opts Options) (*Process, error) {
 	// of costing a fault a page, before the stop and during it.
 	if n := readyHeapSize(st.Threads, opts); n > 0 {
 		target.ReadyHeap(n)
+		// Populating can take tens of milliseconds when the host backs
+		// the memory again: a signal that came meanwhile ends it here.
+		if sig, ok := pendingSignal(opts.Interrupt); ok {
+			return nil, &InterruptedError{PID: pid, Signal: sig}
+		}
 	}
 	reserved := make(chan struct{})
 	go func() {
@@ -384,8 +389,10 @@ func (p *Process) reserveCache(perThread, threads int) {
 // beyond them get memory as they come.
 const maxReservedPages = 16384
 
-// maxReadyHeap bounds the heap Attach readies for the caller (48 MiB).
-const maxReadyHeap = 48 << 20
+// maxReadyHeap bounds the heap a thread Attach readies for the caller
+// (32 MiB); the memory cache's pages are readied with it, bounded by
+// maxReservedPages.
+const maxReadyHeap = 32 << 20
 
 // minReadyHeap is the least heap Attach readies (8 MiB): the
 // preparation allocates about 0.5 MiB on a warm cache, a few threads'
@@ -394,9 +401,10 @@ const maxReadyHeap = 48 << 20
 const minReadyHeap = 8 << 20
 
 // readyHeapSize is how much heap Attach readies for a process of threads
-// threads: opts' heap a thread and the memory cache's pages
-// (reserveCache takes them from the Go heap too), at least minReadyHeap
-// and at most maxReadyHeap; none when opts asks for no heap a thread.
+// threads: opts' heap a thread (at most maxReadyHeap) and the memory
+// cache's pages (reserveCache takes them from the Go heap, at most
+// maxReservedPages), at least minReadyHeap; none when opts asks for no
+// heap a thread.
 //
 // It is readied before the preparation, not beside it as it was: the
 // heap the read then allocates from lies in the readied pages, where
@@ -409,8 +417,18 @@ func readyHeapSize(threads int, opts Options) int {
 	if opts.HeapPerThread <= 0 || threads < 0 {
 		return 0
 	}
-	cache := min(threads*max(opts.CachePagesPerThread, 0), maxReservedPages) * target.PageSize
-	return min(max(threads*opts.HeapPerThread+cache, minReadyHeap), maxReadyHeap)
+	heap := maxReadyHeap
+	if threads < maxReadyHeap/opts.HeapPerThread {
+		heap = threads * opts.HeapPerThread
+	}
+	pages := 0
+	if per := opts.CachePagesPerThread; per > 0 {
+		pages = maxReservedPages
+		if threads < maxReservedPages/per {
+			pages = threads * per
+		}
+	}
+	return max(heap+pages*target.PageSize, minReadyHeap)
 }
 
 // atRandom is the auxiliary vector's AT_RANDOM tag.

@@ -264,18 +264,29 @@ func TestCachePagesPerThread(t *testing.T) {
 // add.
 const pagesPerHugePage = (2 << 20) / target.PageSize
 
-// Attach readies, in one heap, a thread's share and the memory cache's
-// pages, at least minReadyHeap for a few threads, at most maxReadyHeap, and nothing when
-// no heap a thread is asked for.
+// Attach readies, in one heap, a thread's share (at most maxReadyHeap)
+// and the memory cache's pages (at most maxReservedPages), at least
+// minReadyHeap for a few threads, and nothing when no heap a thread is
+// asked for.
 func TestReadyHeapSize(t *testing.T) {
+	if minReadyHeap < target.MinReadyHeap {
+		t.Fatalf("minReadyHeap %d is under target.MinReadyHeap %d: ReadyHeap would do nothing", minReadyHeap, target.MinReadyHeap)
+	}
 	const perThread, pages = 24 << 10, 5
+	const page = target.PageSize
 	for _, c := range []struct {
 		threads, perThread, pages, want int
 	}{
 		{4, perThread, pages, minReadyHeap},
-		{1024, perThread, pages, 24<<20 + 1024*pages*target.PageSize},
+		{0, perThread, pages, minReadyHeap},
+		{1024, perThread, pages, 24<<20 + 1024*pages*page},
 		{1024, perThread, 0, 24 << 20},
-		{4096, perThread, pages, maxReadyHeap},
+		{1024, perThread, -3, 24 << 20},
+		// Many threads: each part at its bound, the read's share not
+		// squeezed by the cache's.
+		{2048, perThread, pages, maxReadyHeap + 2048*pages*page},
+		{1 << 20, perThread, pages, maxReadyHeap + maxReservedPages*page},
+		{1 << 40, 1 << 30, 1 << 30, maxReadyHeap + maxReservedPages*page},
 		{1024, 0, pages, 0},
 		{-1, perThread, pages, 0},
 	} {

@@ -71,8 +71,9 @@ type Options struct {
 	// HeapPerThread, when positive, is how many bytes of Go heap per
 	// thread the caller allocates while the process is stopped. Attach
 	// then readies (target.ReadyHeap), before it opens and prepares the
-	// modules' files, one heap for that and for the memory cache's
-	// pages: at least 8 MiB, at most 48 MiB.
+	// modules' files, one heap for that (at most 32 MiB) and for the
+	// memory cache's pages, at least 8 MiB. When it is not positive no
+	// heap is readied, and the memory cache readies its pages alone.
 	HeapPerThread int
 
 	// afterSeize, when set (by tests), runs on the tracing thread after a
