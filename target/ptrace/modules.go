@@ -19,7 +19,10 @@ import (
 // mapping is one line of /proc/PID/maps.
 type mapping struct {
 	start, end, offset uint64
-	path               string // as printed, possibly ending in " (deleted)"
+	// inode is the mapped file's inode number, 0 for anonymous memory
+	// (and when the line did not give it as a number).
+	inode uint64
+	path  string // as printed, possibly ending in " (deleted)"
 }
 
 // parseMaps parses the lines of /proc/PID/maps.
@@ -69,6 +72,13 @@ func parseMapsLineFast(s []byte) (mapping, bool) {
 		return mapping{}, false
 	}
 	i := bytes.IndexByte(s, ' ')
+	ino := s
+	if i >= 0 {
+		ino = s[:i]
+	}
+	if m.inode, ok = decField(ino); !ok {
+		return mapping{}, false
+	}
 	if i < 0 {
 		return m, true
 	}
@@ -104,6 +114,21 @@ func hexField(s []byte, sep byte) (v uint64, rest []byte, ok bool) {
 		return 0, nil, false
 	}
 	return v, s[i+1:], true
+}
+
+// decField parses s, a decimal number of at most 19 digits.
+func decField(s []byte) (uint64, bool) {
+	if len(s) == 0 || len(s) > 19 {
+		return 0, false
+	}
+	var v uint64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	return v, true
 }
 
 // skipField returns what follows the non-empty field that starts s and
@@ -146,6 +171,8 @@ func parseMapsLine(s string) (mapping, error) {
 	if m.offset, err = strconv.ParseUint(fields[2], 16, 64); err != nil {
 		return mapping{}, fmt.Errorf("%q: offset: %w", s, err)
 	}
+	// An inode that is not a number is not known: the path still is.
+	m.inode, _ = strconv.ParseUint(fields[4], 10, 64)
 	m.path = strings.TrimLeft(rest, " ")
 	return m, nil
 }
@@ -214,11 +241,17 @@ type image interface {
 	BiasFor(mapStart, fileOffset uint64) (bias uint64, ok bool)
 }
 
+// fileStat is what module listing needs of a file's status.
+type fileStat struct {
+	regular bool
+	inode   uint64 // 0 when not known
+}
+
 // fileOps is the file access module listing needs, so that tests can
 // substitute fakes.
 type fileOps interface {
-	// regular stats path: whether it is a regular file.
-	regular(path string) (bool, error)
+	// stat stats path (following links).
+	stat(path string) (fileStat, error)
 	// open opens an ELF file.
 	open(path string) (image, error)
 	// isELF reports whether the file at path starts with the ELF magic.
@@ -269,11 +302,21 @@ func buildModules(groups []*fileGroup, tid int, files fileOps) ([]moduleInfo, []
 		if g.deleted {
 			file = mapFilesPath(tid, g.first)
 			why = "the file was deleted after it was mapped"
-		} else if reg, err := files.regular(g.name); err != nil {
+		} else if st, err := files.stat(g.name); err != nil {
 			file = mapFilesPath(tid, g.first)
 			why = err.Error()
-		} else if !reg {
+		} else if !st.regular {
 			continue // a FIFO or device: never open it
+		} else if g.first.inode != 0 && st.inode != 0 && st.inode != g.first.inode {
+			// Another file than the one mapped lies at that path now.
+			img, f, warn, ok := openMapped(files, g, tid)
+			if warn != "" {
+				warns = append(warns, warn)
+			}
+			if ok {
+				mods = append(mods, moduleWith(g, f, img, files, &warns))
+				continue
+			}
 		}
 		img, err := files.open(file)
 		if err != nil {
@@ -291,41 +334,90 @@ func buildModules(groups []*fileGroup, tid int, files fileOps) ([]moduleInfo, []
 		if why != "" {
 			warns = append(warns, fmt.Sprintf("module %s: %s; reading it through %s", g.name, why, file))
 		}
-		mod := moduleInfo{name: g.name, file: file, start: g.start, end: g.end}
-		bias, ok := img.BiasFor(g.first.start, g.first.offset)
-		if !ok {
-			warns = append(warns, fmt.Sprintf("module %s: the mapping at %#x (file offset %#x) matches no loadable segment of %s; its symbols are not used",
-				g.name, g.first.start, g.first.offset, file))
-			files.close(img)
-			mods = append(mods, mod)
-			continue
-		}
-		mod.bias = bias
-		mod.img = img
-		if sp, ok := img.(interface {
-			LoadSpan(bias uint64) (lo, hi uint64, ok bool)
-		}); ok {
-			// The file mapped again elsewhere (a program reading its
-			// own file) is not part of the module.
-			if lo, hi, ok := sp.LoadSpan(bias); ok {
-				mod.start, mod.end = max(mod.start, lo), min(mod.end, hi)
-			}
-		}
-		mods = append(mods, mod)
+		mods = append(mods, moduleWith(g, file, img, files, &warns))
 	}
 	return mods, warns
+}
+
+// moduleWith is the module of group g read from img, opened from file:
+// with its bias, or without an image (closed, and a warning added to
+// warns) when no loadable segment of img matches the mapping.
+func moduleWith(g *fileGroup, file string, img image, files fileOps, warns *[]string) moduleInfo {
+	mod := moduleInfo{name: g.name, file: file, start: g.start, end: g.end}
+	bias, ok := img.BiasFor(g.first.start, g.first.offset)
+	if !ok {
+		*warns = append(*warns, fmt.Sprintf("module %s: the mapping at %#x (file offset %#x) matches no loadable segment of %s; its symbols are not used",
+			g.name, g.first.start, g.first.offset, file))
+		files.close(img)
+		return mod
+	}
+	mod.bias = bias
+	mod.img = img
+	if sp, ok := img.(interface {
+		LoadSpan(bias uint64) (lo, hi uint64, ok bool)
+	}); ok {
+		// The file mapped again elsewhere (a program reading its own
+		// file) is not part of the module.
+		if lo, hi, ok := sp.LoadSpan(bias); ok {
+			mod.start, mod.end = max(mod.start, lo), min(mod.end, hi)
+		}
+	}
+	return mod
+}
+
+// openMapped opens the module of group g when the file its path names
+// now is not the one the process mapped (their inodes differ: the
+// process sees another mount namespace, or the file was replaced on
+// disk). It reads the mapped file, through map_files, with a warning;
+// but when the file at the path is the same build (the same build-id:
+// the same file seen through another file system layer, as overlayfs
+// may show it), that one, quietly: its debug files are found next to it.
+// ok is false when map_files cannot be read: the caller then reads the
+// path, which warn (when not empty) says may not be what the process
+// runs.
+func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn string, ok bool) {
+	mf := mapFilesPath(tid, g.first)
+	mapped, err := files.open(mf)
+	if err != nil {
+		if isELF, serr := files.isELF(mf); serr == nil && !isELF {
+			return nil, "", "", false
+		}
+		return nil, "", fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another inode), and %s cannot be read: %v; reading the path, whose symbols and code may not be the process's", g.name, mf, err), false
+	}
+	if id := buildIDOf(mapped); id != "" {
+		if same, err := files.open(g.name); err == nil {
+			if buildIDOf(same) == id {
+				files.close(mapped)
+				return same, g.name, "", true
+			}
+			files.close(same)
+		}
+	}
+	return mapped, mf, fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another mount namespace, or replaced on disk); reading it through %s", g.name, mf), true
+}
+
+// buildIDOf returns img's build-id, empty when it has none.
+func buildIDOf(img image) string {
+	if b, ok := img.(interface{ BuildID() string }); ok {
+		return b.BuildID()
+	}
+	return ""
 }
 
 // realFiles is fileOps on the real file system, opening images with the
 // elf package, their debug files looked for where opts says.
 type realFiles struct{ opts elf.OpenOptions }
 
-func (realFiles) regular(path string) (bool, error) {
+func (realFiles) stat(path string) (fileStat, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return false, err
+		return fileStat{}, err
 	}
-	return fi.Mode().IsRegular(), nil
+	st := fileStat{regular: fi.Mode().IsRegular()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.inode = sys.Ino
+	}
+	return st, nil
 }
 
 func (r realFiles) open(path string) (image, error) {

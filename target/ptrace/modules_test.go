@@ -14,8 +14,11 @@ import (
 // address 0 with file offset 0, as in a PIE or shared library.
 type fakeImage struct {
 	path    string
-	matches bool // whether BiasFor finds a segment
+	matches bool   // whether BiasFor finds a segment
+	buildID string // empty: none
 }
+
+func (f *fakeImage) BuildID() string { return f.buildID }
 
 func (f *fakeImage) BiasFor(mapStart, fileOffset uint64) (uint64, bool) {
 	if !f.matches {
@@ -31,15 +34,16 @@ type fakeFiles struct {
 	broken     map[string]bool       // open fails; ELF magic
 	nonRegular map[string]bool
 	statErr    map[string]error
+	inodes     map[string]uint64 // stat's inode; 0 (not known) when absent
 	opened     []string
 	closed     []string
 }
 
-func (f *fakeFiles) regular(path string) (bool, error) {
+func (f *fakeFiles) stat(path string) (fileStat, error) {
 	if err := f.statErr[path]; err != nil {
-		return false, err
+		return fileStat{}, err
 	}
-	return !f.nonRegular[path], nil
+	return fileStat{regular: !f.nonRegular[path], inode: f.inodes[path]}, nil
 }
 
 func (f *fakeFiles) open(path string) (image, error) {
@@ -92,6 +96,9 @@ const fakeMaps = `00400000-00401000 r--p 00000000 08:01 11         /usr/lib/prel
 7f0000410000-7f0000411000 r--p 00000000 08:01 1100       /opt/app/libmismatch.so
 7f0000412000-7f0000413000 r--p 00000000 08:01 1200       /tmp/scratch (deleted)
 7f0000414000-7f0000415000 rw-p 00000000 00:0f 1300       anon_inode:[perf_event]
+7f0000416000-7f0000417000 r-xp 00000000 08:01 1400       /opt/ns/libother.so
+7f0000418000-7f0000419000 r-xp 00000000 08:01 1500       /opt/ovl/libsame.so
+7f000041a000-7f000041b000 r-xp 00000000 08:01 1600       /opt/ns/libnoaccess.so
 7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0          [stack]
 7ffd000fe000-7ffd00100000 r-xp 00000000 00:00 0          [vdso]
 ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  [vsyscall]
@@ -102,10 +109,10 @@ func TestBuildModules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(maps) != 27 {
-		t.Fatalf("parsed %d mappings, want 27", len(maps))
+	if len(maps) != 30 {
+		t.Fatalf("parsed %d mappings, want 30", len(maps))
 	}
-	if m := maps[20]; m != (mapping{start: 0x7f000040e000, end: 0x7f000040f000, offset: 0, path: "/opt/other ns/lib space.so"}) {
+	if m := maps[20]; m != (mapping{start: 0x7f000040e000, end: 0x7f000040f000, offset: 0, inode: 1000, path: "/opt/other ns/lib space.so"}) {
 		t.Fatalf("mapping with a space: %+v", m)
 	}
 	if m := maps[11]; m.path != "" || m.start != 0x7f00003c3000 {
@@ -117,6 +124,10 @@ func TestBuildModules(t *testing.T) {
 	gone := "/proc/42/map_files/7f0000404000-7f0000405000"
 	space := "/proc/42/map_files/7f000040e000-7f000040f000"
 	scratch := "/proc/42/map_files/7f0000412000-7f0000413000"
+	other := "/proc/42/map_files/7f0000416000-7f0000417000"
+	same := "/proc/42/map_files/7f0000418000-7f0000419000"
+	noaccess := "/proc/42/map_files/7f000041a000-7f000041b000"
+	build := func(path, id string) *fakeImage { return &fakeImage{path: path, matches: true, buildID: id} }
 	files := &fakeFiles{
 		images: map[string]*fakeImage{
 			"/usr/bin/prog":                       img("/usr/bin/prog"),
@@ -126,6 +137,20 @@ func TestBuildModules(t *testing.T) {
 			"/opt/app/libpartial.so":              img("/opt/app/libpartial.so"),
 			space:                                 img(space),
 			"/opt/app/libmismatch.so":             {path: "/opt/app/libmismatch.so"},
+			// Another build lies at the path than the one mapped.
+			other:                 build(other, "aa01"),
+			"/opt/ns/libother.so": build("/opt/ns/libother.so", "bb02"),
+			// The same build, shown with another inode (overlayfs).
+			same:                  build(same, "cc03"),
+			"/opt/ovl/libsame.so": build("/opt/ovl/libsame.so", "cc03"),
+			// map_files cannot be read (not root).
+			"/opt/ns/libnoaccess.so": img("/opt/ns/libnoaccess.so"),
+		},
+		inodes: map[string]uint64{
+			"/usr/bin/prog":          100, // as mapped
+			"/opt/ns/libother.so":    1401,
+			"/opt/ovl/libsame.so":    9999,
+			"/opt/ns/libnoaccess.so": 1601,
 		},
 		notELF:     map[string]bool{"/usr/lib/locale/locale-archive": true, scratch: true},
 		broken:     map[string]bool{"/opt/app/libbad.so": true},
@@ -145,6 +170,9 @@ func TestBuildModules(t *testing.T) {
 		{name: "/opt/app/libpartial.so", file: "/opt/app/libpartial.so", start: 0x7f000040c000, end: 0x7f000040d000, bias: 0x7f000040b000, img: files.images["/opt/app/libpartial.so"]},
 		{name: "/opt/other ns/lib space.so", file: space, start: 0x7f000040e000, end: 0x7f000040f000, bias: 0x7f000040e000, img: files.images[space]},
 		{name: "/opt/app/libmismatch.so", file: "/opt/app/libmismatch.so", start: 0x7f0000410000, end: 0x7f0000411000},
+		{name: "/opt/ns/libother.so", file: other, start: 0x7f0000416000, end: 0x7f0000417000, bias: 0x7f0000416000, img: files.images[other]},
+		{name: "/opt/ovl/libsame.so", file: "/opt/ovl/libsame.so", start: 0x7f0000418000, end: 0x7f0000419000, bias: 0x7f0000418000, img: files.images["/opt/ovl/libsame.so"]},
+		{name: "/opt/ns/libnoaccess.so", file: "/opt/ns/libnoaccess.so", start: 0x7f000041a000, end: 0x7f000041b000, bias: 0x7f000041a000, img: files.images["/opt/ns/libnoaccess.so"]},
 	}
 	if !reflect.DeepEqual(mods, want) {
 		t.Errorf("modules:\n%s\nwant:\n%s", dumpModules(mods), dumpModules(want))
@@ -154,6 +182,8 @@ func TestBuildModules(t *testing.T) {
 		"module /opt/app/libbad.so: cannot be read: /opt/app/libbad.so: truncated section headers",
 		"module /opt/other ns/lib space.so: stat /opt/other ns/lib space.so: file does not exist; reading it through /proc/42/map_files/7f000040e000-7f000040f000",
 		"module /opt/app/libmismatch.so: the mapping at 0x7f0000410000 (file offset 0x0) matches no loadable segment of /opt/app/libmismatch.so; its symbols are not used",
+		"module /opt/ns/libother.so: the file at that path is not the one the process mapped (another mount namespace, or replaced on disk); reading it through /proc/42/map_files/7f0000416000-7f0000417000",
+		"module /opt/ns/libnoaccess.so: the file at that path is not the one the process mapped (another inode), and /proc/42/map_files/7f000041a000-7f000041b000 cannot be read: /proc/42/map_files/7f000041a000-7f000041b000: file does not exist; reading the path, whose symbols and code may not be the process's",
 	}
 	if !reflect.DeepEqual(warns, wantWarns) {
 		t.Errorf("warnings:\n%q\nwant:\n%q", warns, wantWarns)
@@ -162,11 +192,13 @@ func TestBuildModules(t *testing.T) {
 		"/usr/bin/prog", "/usr/lib/preload.so", "/usr/lib/locale/locale-archive",
 		"/usr/lib/x86_64-linux-gnu/libc.so.6", gone, "/opt/app/libbad.so",
 		"/opt/app/libpartial.so", space, "/opt/app/libmismatch.so", scratch,
+		other, "/opt/ns/libother.so", same, "/opt/ovl/libsame.so",
+		noaccess, "/opt/ns/libnoaccess.so",
 	}
 	if !reflect.DeepEqual(files.opened, wantOpened) {
 		t.Errorf("opened:\n%q\nwant:\n%q", files.opened, wantOpened)
 	}
-	if want := []string{"/opt/app/libmismatch.so"}; !reflect.DeepEqual(files.closed, want) {
+	if want := []string{"/opt/app/libmismatch.so", "/opt/ns/libother.so", same}; !reflect.DeepEqual(files.closed, want) {
 		t.Errorf("closed %q, want %q", files.closed, want)
 	}
 }

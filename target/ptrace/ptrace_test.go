@@ -191,7 +191,14 @@ type threadsTarget struct {
 func startThreads(t *testing.T) *threadsTarget {
 	t.Helper()
 	exe := buildC(t, "threads")
-	pr := start(t, exec.Command(exe))
+	return startThreadsCmd(t, exec.Command(exe), exe)
+}
+
+// startThreadsCmd starts cmd, which runs a threads program whose path is
+// exe, and reads what it printed.
+func startThreadsCmd(t *testing.T, cmd *exec.Cmd, exe string) *threadsTarget {
+	t.Helper()
+	pr := start(t, cmd)
 	tt := &threadsTarget{proc: pr, exe: exe}
 	for {
 		f := strings.Fields(pr.next(t))
