@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime"
 	"sort"
@@ -309,12 +310,18 @@ func buildModules(groups []*fileGroup, tid int, files fileOps) ([]moduleInfo, []
 			continue // a FIFO or device: never open it
 		} else if g.first.inode != 0 && st.inode != 0 && st.inode != g.first.inode {
 			// Another file than the one mapped lies at that path now.
-			img, f, warn, ok := openMapped(files, g, tid)
+			img, f, warn, out := openMapped(files, g, tid)
 			if warn != "" {
 				warns = append(warns, warn)
 			}
-			if ok {
+			switch out {
+			case readImage:
 				mods = append(mods, moduleWith(g, f, img, files, &warns))
+				continue
+			case skipModule:
+				continue
+			case noImage:
+				mods = append(mods, moduleInfo{name: g.name, start: g.start, end: g.end})
 				continue
 			}
 		}
@@ -365,6 +372,29 @@ func moduleWith(g *fileGroup, file string, img image, files fileOps, warns *[]st
 	return mod
 }
 
+// mappedOutcome is what openMapped decided for a module.
+type mappedOutcome int
+
+const (
+	// readImage: the image it returns is the module's.
+	readImage mappedOutcome = iota
+	// readPath: map_files cannot be read (it needs root); the caller
+	// reads the path.
+	readPath
+	// skipModule: the mapped file is not a regular ELF file.
+	skipModule
+	// noImage: the mapped file cannot be read; the module has no image.
+	noImage
+)
+
+// earlyTaker is a fileOps that holds images opened before the process
+// was stopped (earlyFiles).
+type earlyTaker interface {
+	// take returns the image opened early from path, when it is still
+	// the file there.
+	take(path string) (image, bool)
+}
+
 // openMapped opens the module of group g when the file its path names
 // now is not the one the process mapped (their inodes differ: the
 // process sees another mount namespace, or the file was replaced on
@@ -372,28 +402,49 @@ func moduleWith(g *fileGroup, file string, img image, files fileOps, warns *[]st
 // but when the file at the path is the same build (the same build-id:
 // the same file seen through another file system layer, as overlayfs
 // may show it), that one, quietly: its debug files are found next to it.
-// ok is false when map_files cannot be read: the caller then reads the
-// path, which warn (when not empty) says may not be what the process
-// runs.
-func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn string, ok bool) {
+// What the pass before the stop chose is taken again without the other
+// open. warn, when not empty, goes with the outcome.
+func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn string, out mappedOutcome) {
 	mf := mapFilesPath(tid, g.first)
+	other := fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another mount namespace, or replaced on disk); reading it through %s", g.name, mf)
+	if e, ok := files.(earlyTaker); ok {
+		if img, ok := e.take(g.name); ok {
+			return img, g.name, "", readImage
+		}
+		if img, ok := e.take(mf); ok {
+			return img, mf, other, readImage
+		}
+	}
+	unreadable := func(err error) (image, string, string, mappedOutcome) {
+		if errors.Is(err, fs.ErrPermission) {
+			return nil, "", fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another inode), and %s cannot be read: %v; reading the path, whose symbols and code may not be the process's", g.name, mf, err), readPath
+		}
+		return nil, "", fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another inode), and %s cannot be read: %v", g.name, mf, err), noImage
+	}
+	st, err := files.stat(mf)
+	if err != nil {
+		return unreadable(err)
+	}
+	if !st.regular {
+		return nil, "", "", skipModule // a device: never open it
+	}
 	mapped, err := files.open(mf)
 	if err != nil {
 		if isELF, serr := files.isELF(mf); serr == nil && !isELF {
-			return nil, "", "", false
+			return nil, "", "", skipModule
 		}
-		return nil, "", fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another inode), and %s cannot be read: %v; reading the path, whose symbols and code may not be the process's", g.name, mf, err), false
+		return unreadable(err)
 	}
 	if id := buildIDOf(mapped); id != "" {
 		if same, err := files.open(g.name); err == nil {
 			if buildIDOf(same) == id {
 				files.close(mapped)
-				return same, g.name, "", true
+				return same, g.name, "", readImage
 			}
 			files.close(same)
 		}
 	}
-	return mapped, mf, fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another mount namespace, or replaced on disk); reading it through %s", g.name, mf), true
+	return mapped, mf, other, readImage
 }
 
 // buildIDOf returns img's build-id, empty when it has none.
@@ -540,11 +591,18 @@ type earlyFiles struct {
 }
 
 func (f *earlyFiles) open(path string) (image, error) {
+	if img, ok := f.take(path); ok {
+		return img, nil
+	}
+	return f.fileOps.open(path)
+}
+
+func (f *earlyFiles) take(path string) (image, bool) {
 	if img, ok := f.early[path]; ok {
 		if im := elfImage(img); im != nil && im.SameFile(path) {
 			delete(f.early, path)
-			return img, nil
+			return img, true
 		}
 	}
-	return f.fileOps.open(path)
+	return nil, false
 }

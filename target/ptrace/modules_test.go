@@ -99,6 +99,9 @@ const fakeMaps = `00400000-00401000 r--p 00000000 08:01 11         /usr/lib/prel
 7f0000416000-7f0000417000 r-xp 00000000 08:01 1400       /opt/ns/libother.so
 7f0000418000-7f0000419000 r-xp 00000000 08:01 1500       /opt/ovl/libsame.so
 7f000041a000-7f000041b000 r-xp 00000000 08:01 1600       /opt/ns/libnoaccess.so
+7f000041c000-7f000041d000 r-xp 00000000 08:01 1700       /opt/ns/libbroken.so
+7f000041e000-7f000041f000 r--p 00000000 08:01 1800       /opt/ns/data.bin
+7f0000420000-7f0000421000 r--p 00000000 08:01 1900       /opt/ns/dev
 7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0          [stack]
 7ffd000fe000-7ffd00100000 r-xp 00000000 00:00 0          [vdso]
 ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  [vsyscall]
@@ -109,8 +112,8 @@ func TestBuildModules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(maps) != 30 {
-		t.Fatalf("parsed %d mappings, want 30", len(maps))
+	if len(maps) != 33 {
+		t.Fatalf("parsed %d mappings, want 33", len(maps))
 	}
 	if m := maps[20]; m != (mapping{start: 0x7f000040e000, end: 0x7f000040f000, offset: 0, inode: 1000, path: "/opt/other ns/lib space.so"}) {
 		t.Fatalf("mapping with a space: %+v", m)
@@ -127,6 +130,9 @@ func TestBuildModules(t *testing.T) {
 	other := "/proc/42/map_files/7f0000416000-7f0000417000"
 	same := "/proc/42/map_files/7f0000418000-7f0000419000"
 	noaccess := "/proc/42/map_files/7f000041a000-7f000041b000"
+	mfBroken := "/proc/42/map_files/7f000041c000-7f000041d000"
+	mfData := "/proc/42/map_files/7f000041e000-7f000041f000"
+	mfDev := "/proc/42/map_files/7f0000420000-7f0000421000"
 	build := func(path, id string) *fakeImage { return &fakeImage{path: path, matches: true, buildID: id} }
 	files := &fakeFiles{
 		images: map[string]*fakeImage{
@@ -143,20 +149,29 @@ func TestBuildModules(t *testing.T) {
 			// The same build, shown with another inode (overlayfs).
 			same:                  build(same, "cc03"),
 			"/opt/ovl/libsame.so": build("/opt/ovl/libsame.so", "cc03"),
-			// map_files cannot be read (not root).
+			// map_files cannot be read (not root): the path, warned.
 			"/opt/ns/libnoaccess.so": img("/opt/ns/libnoaccess.so"),
+			// At the paths of the next three: ELF files the process did
+			// not map, never read.
+			"/opt/ns/libbroken.so": img("/opt/ns/libbroken.so"),
+			"/opt/ns/data.bin":     img("/opt/ns/data.bin"),
+			"/opt/ns/dev":          img("/opt/ns/dev"),
 		},
 		inodes: map[string]uint64{
 			"/usr/bin/prog":          100, // as mapped
 			"/opt/ns/libother.so":    1401,
 			"/opt/ovl/libsame.so":    9999,
 			"/opt/ns/libnoaccess.so": 1601,
+			"/opt/ns/libbroken.so":   1701,
+			"/opt/ns/data.bin":       1801,
+			"/opt/ns/dev":            1901,
 		},
-		notELF:     map[string]bool{"/usr/lib/locale/locale-archive": true, scratch: true},
-		broken:     map[string]bool{"/opt/app/libbad.so": true},
-		nonRegular: map[string]bool{"/opt/app/data.fifo": true},
+		notELF:     map[string]bool{"/usr/lib/locale/locale-archive": true, scratch: true, mfData: true},
+		broken:     map[string]bool{"/opt/app/libbad.so": true, mfBroken: true},
+		nonRegular: map[string]bool{"/opt/app/data.fifo": true, mfDev: true},
 		statErr: map[string]error{
 			"/opt/other ns/lib space.so": &fs.PathError{Op: "stat", Path: "/opt/other ns/lib space.so", Err: fs.ErrNotExist},
+			noaccess:                     &fs.PathError{Op: "stat", Path: noaccess, Err: fs.ErrPermission},
 		},
 	}
 	mods, warns := buildModules(groupMappings(maps, "/usr/bin/prog"), tid, files)
@@ -173,6 +188,7 @@ func TestBuildModules(t *testing.T) {
 		{name: "/opt/ns/libother.so", file: other, start: 0x7f0000416000, end: 0x7f0000417000, bias: 0x7f0000416000, img: files.images[other]},
 		{name: "/opt/ovl/libsame.so", file: "/opt/ovl/libsame.so", start: 0x7f0000418000, end: 0x7f0000419000, bias: 0x7f0000418000, img: files.images["/opt/ovl/libsame.so"]},
 		{name: "/opt/ns/libnoaccess.so", file: "/opt/ns/libnoaccess.so", start: 0x7f000041a000, end: 0x7f000041b000, bias: 0x7f000041a000, img: files.images["/opt/ns/libnoaccess.so"]},
+		{name: "/opt/ns/libbroken.so", start: 0x7f000041c000, end: 0x7f000041d000},
 	}
 	if !reflect.DeepEqual(mods, want) {
 		t.Errorf("modules:\n%s\nwant:\n%s", dumpModules(mods), dumpModules(want))
@@ -183,7 +199,8 @@ func TestBuildModules(t *testing.T) {
 		"module /opt/other ns/lib space.so: stat /opt/other ns/lib space.so: file does not exist; reading it through /proc/42/map_files/7f000040e000-7f000040f000",
 		"module /opt/app/libmismatch.so: the mapping at 0x7f0000410000 (file offset 0x0) matches no loadable segment of /opt/app/libmismatch.so; its symbols are not used",
 		"module /opt/ns/libother.so: the file at that path is not the one the process mapped (another mount namespace, or replaced on disk); reading it through /proc/42/map_files/7f0000416000-7f0000417000",
-		"module /opt/ns/libnoaccess.so: the file at that path is not the one the process mapped (another inode), and /proc/42/map_files/7f000041a000-7f000041b000 cannot be read: /proc/42/map_files/7f000041a000-7f000041b000: file does not exist; reading the path, whose symbols and code may not be the process's",
+		"module /opt/ns/libnoaccess.so: the file at that path is not the one the process mapped (another inode), and /proc/42/map_files/7f000041a000-7f000041b000 cannot be read: stat /proc/42/map_files/7f000041a000-7f000041b000: permission denied; reading the path, whose symbols and code may not be the process's",
+		"module /opt/ns/libbroken.so: the file at that path is not the one the process mapped (another inode), and /proc/42/map_files/7f000041c000-7f000041d000 cannot be read: /proc/42/map_files/7f000041c000-7f000041d000: truncated section headers",
 	}
 	if !reflect.DeepEqual(warns, wantWarns) {
 		t.Errorf("warnings:\n%q\nwant:\n%q", warns, wantWarns)
@@ -193,7 +210,7 @@ func TestBuildModules(t *testing.T) {
 		"/usr/lib/x86_64-linux-gnu/libc.so.6", gone, "/opt/app/libbad.so",
 		"/opt/app/libpartial.so", space, "/opt/app/libmismatch.so", scratch,
 		other, "/opt/ns/libother.so", same, "/opt/ovl/libsame.so",
-		noaccess, "/opt/ns/libnoaccess.so",
+		"/opt/ns/libnoaccess.so", mfBroken, mfData,
 	}
 	if !reflect.DeepEqual(files.opened, wantOpened) {
 		t.Errorf("opened:\n%q\nwant:\n%q", files.opened, wantOpened)
