@@ -589,17 +589,8 @@ type location struct {
 func ompdBuildLocations(t *testing.T) map[string]location {
 	t.Helper()
 	lib := filepath.Join(fixture.OMPDLibDir(), "libomp.so")
-	f, err := elf.Open(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
 	locs := map[string]location{}
-	for _, s := range syms {
+	for _, s := range fixture.ELFSymbols(t, lib) {
 		if strings.HasPrefix(s.Name, "ompd_bp_") || s.Name == "ompd_dll_locations_valid" {
 			locs[s.Name] = location{lib: lib, addr: s.Value, size: s.Size}
 		}

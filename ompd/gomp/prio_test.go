@@ -46,17 +46,8 @@ func TestPriorityQueuesLiveAndGcore(t *testing.T) {
 // names, from its symbol table (debug/elf, not the target's reader).
 func exeFunctions(t *testing.T, exe string) map[uint64]string {
 	t.Helper()
-	f, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[uint64]string{}
-	for _, s := range syms {
+	for _, s := range fixture.ELFSymbols(t, exe) {
 		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Value != 0 {
 			out[s.Value] = s.Name
 		}

@@ -1,13 +1,14 @@
 package ptrace
 
 import (
-	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
 )
 
 // TestModuleOfAnotherNamespace runs a program in a mount namespace of its
@@ -76,16 +77,7 @@ func TestModuleOfAnotherNamespace(t *testing.T) {
 // path, read with the standard library.
 func globalOffset(t *testing.T, path string) uint64 {
 	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range syms {
+	for _, s := range fixture.ELFSymbols(t, path) {
 		if s.Name == "the_global" {
 			return s.Value
 		}
