@@ -651,9 +651,39 @@ func (p *Process) recheck(tid int) bool {
 	case st.TracerPid != p.tr.tid:
 		p.drop(tid, warnExitedWhileAttaching)
 		return true
+	case st.stateLetter() == 'D' && p.reapStopped():
+		// It may be executing a program: it then waits, uninterruptibly,
+		// until the other threads are reaped, and a thread that died
+		// after it stopped is reaped by nobody else. Once they are, it
+		// stops at its exec.
+		return true
 	}
 	_ = unix.PtraceInterrupt(tid) // best effort; ESRCH: its exit is on its way
 	return false
+}
+
+// reapStopped reaps the threads that stopped and then died (killed by
+// another thread's exec, which waits for them), and reports whether
+// there were any. waitStopped waits only for threads not yet stopped.
+func (p *Process) reapStopped() bool {
+	reaped := false
+	for _, tid := range p.sortedTIDs() {
+		st := p.tstate[tid]
+		if st == nil || !st.stopped {
+			continue
+		}
+		var ws unix.WaitStatus
+		wpid, err := unix.Wait4(tid, &ws, unix.WNOHANG|unix.WALL, nil)
+		switch {
+		case errors.Is(err, unix.ECHILD):
+			p.drop(tid, warnExitedWhileAttaching)
+			reaped = true
+		case err == nil && wpid == tid && (ws.Exited() || ws.Signaled()):
+			_ = p.handleWait(st, ws) // drops it
+			reaped = true
+		}
+	}
+	return reaped
 }
 
 // waitStopped polls every traced thread that has not stopped yet until all
