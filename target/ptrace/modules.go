@@ -323,6 +323,8 @@ func buildModules(groups []*fileGroup, tid int, files fileOps) ([]moduleInfo, []
 			case noImage:
 				mods = append(mods, moduleInfo{name: g.name, start: g.start, end: g.end})
 				continue
+			case readPath:
+				// The path is read below, as for a file that matches.
 			}
 		}
 		img, err := files.open(file)
@@ -416,10 +418,11 @@ func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn str
 		}
 	}
 	unreadable := func(err error) (image, string, string, mappedOutcome) {
+		warn := fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another inode), and %s cannot be read: %v", g.name, mf, err)
 		if errors.Is(err, fs.ErrPermission) {
-			return nil, "", fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another inode), and %s cannot be read: %v; reading the path, whose symbols and code may not be the process's", g.name, mf, err), readPath
+			return nil, "", warn + "; reading the path, whose symbols and code may not be the process's", readPath
 		}
-		return nil, "", fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another inode), and %s cannot be read: %v", g.name, mf, err), noImage
+		return nil, "", warn, noImage
 	}
 	st, err := files.stat(mf)
 	if err != nil {
