@@ -83,7 +83,8 @@ func TestStatsLine(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(errs), "\n")
 	last := lines[len(lines)-1]
 	if !strings.HasPrefix(last, prefix) || !strings.Contains(last, " (attach ") || !strings.Contains(last, ", read ") ||
-		!strings.Contains(last, ", detach ") || !strings.Contains(last, "; peak RSS ") {
+		!strings.Contains(last, ", detach ") || !strings.Contains(last, " (before the stop ") ||
+		!strings.Contains(last, ", after the release ") || !strings.Contains(last, "; peak RSS ") {
 		t.Errorf("stderr ends with %q; want %q... with the phases and the peak RSS", last, prefix)
 	}
 }

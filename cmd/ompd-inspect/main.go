@@ -397,11 +397,11 @@ const cachePagesPerThread = 5
 // threads (LLVM's libomp, all views) allocates 8 to 12 MiB, whose first
 // use of fresh pages was a fifth of the time the target was held
 // stopped. The heap it takes is larger than what it allocates (each
-// size of object has pages of its own): with 16 KiB a thread readied
-// with the cache, the read at 1024 threads on stock libomp 19 ran past
-// the readied pages (450 faults while held); with 24 KiB it did not, and
-// the peak RSS was 58 to 59 MiB. What the read leaves free serves the
-// naming after the release.
+// size of object has pages of its own): with 16 KiB a thread (readied
+// with the cache then), the read at 1024 threads on stock libomp 19 ran
+// past the readied pages (450 faults while held); with 24 KiB it did
+// not, and the peak RSS was 58 to 59 MiB. What the read leaves free
+// serves the naming after the release.
 const heapPerThread = 24 << 10
 
 // afterAttach, when set (by tests), runs right after Attach, before the

@@ -28,9 +28,9 @@ func (pt *phaseTimes) print(w io.Writer, live bool, done time.Time) {
 		rss = fmt.Sprintf("%.1f MiB", float64(ru.Maxrss)/1024) // ru_maxrss is in KiB
 	}
 	if live {
-		fmt.Fprintf(w, "stats: %d threads; stopped %s (attach %s, read %s, detach %s); total %s; peak RSS %s\n",
+		fmt.Fprintf(w, "stats: %d threads; stopped %s (attach %s, read %s, detach %s); total %s (before the stop %s, after the release %s); peak RSS %s\n",
 			pt.threads, ms(pt.detached.Sub(pt.stopping)), ms(pt.attached.Sub(pt.stopping)), ms(pt.built.Sub(pt.attached)),
-			ms(pt.detached.Sub(pt.built)), ms(done.Sub(pt.start)), rss)
+			ms(pt.detached.Sub(pt.built)), ms(done.Sub(pt.start)), ms(pt.stopping.Sub(pt.start)), ms(done.Sub(pt.detached)), rss)
 		return
 	}
 	fmt.Fprintf(w, "stats: %d threads; read %s; total %s; peak RSS %s\n",

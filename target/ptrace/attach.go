@@ -77,29 +77,26 @@ func Attach(pid int, opts Options) (*Process, error) {
 	// The cache's memory is readied, and the modules' files opened and
 	// prepared, while it still runs.
 	p.cache = target.NewMemCache(p)
-	// The heap is readied first, alone: the preparation's allocations,
-	// the memory cache's pages and the caller's read then all lie in
-	// memory the kernel has backed, in huge pages where it can, instead
-	// of costing a fault a page, before the stop and during it.
-	if n := readyHeapSize(st.Threads, opts); n > 0 {
+	// The memory cache's pages come first, from memory the heap never
+	// used: the runtime does not clear it (it would clear memory the
+	// readied heap gave back, 3 ms for a thousand threads' 20 MiB), only
+	// the kernel populates it. Then the heap is readied, alone: the
+	// preparation's allocations and the caller's read then lie in memory
+	// the kernel has backed, in huge pages where it can, instead of
+	// costing a fault a page, before the stop and during it.
+	p.reserveCache(opts.CachePagesPerThread, st.Threads)
+	if n := readyHeapSize(st.Threads, opts.HeapPerThread); n > 0 {
 		target.ReadyHeap(n)
-		// Populating can take tens of milliseconds when the host backs
-		// the memory again: a signal that came meanwhile ends it here.
-		if sig, ok := pendingSignal(opts.Interrupt); ok {
-			return nil, &InterruptedError{PID: pid, Signal: sig}
-		}
 	}
-	reserved := make(chan struct{})
-	go func() {
-		defer close(reserved)
-		p.reserveCache(opts.CachePagesPerThread, st.Threads)
-	}()
-	p.openEarly(opts.Prepare)
-	if sig, ok := p.waitPrepared(); ok {
-		// The reservation ends on its own: only its memory is lost.
+	// Populating can take tens of milliseconds when the host backs the
+	// memory again: a signal that came meanwhile ends it here.
+	if sig, ok := pendingSignal(opts.Interrupt); ok {
 		return nil, &InterruptedError{PID: pid, Signal: sig}
 	}
-	<-reserved
+	p.openEarly(opts.Prepare)
+	if sig, ok := p.waitPrepared(); ok {
+		return nil, &InterruptedError{PID: pid, Signal: sig}
+	}
 	p.tr = startTracer()
 	stopReaper := reapTracedZombies(pid, p.tr.tid, p.seizes.stuck)
 	p.tr.do(func() {
@@ -389,9 +386,8 @@ func (p *Process) reserveCache(perThread, threads int) {
 // beyond them get memory as they come.
 const maxReservedPages = 16384
 
-// maxReadyHeap bounds the heap a thread Attach readies for the caller
-// (32 MiB); the memory cache's pages are readied with it, bounded by
-// maxReservedPages.
+// maxReadyHeap bounds the heap Attach readies for the caller (32 MiB);
+// the memory cache's pages are apart, bounded by maxReservedPages.
 const maxReadyHeap = 32 << 20
 
 // minReadyHeap is the least heap Attach readies (8 MiB): the
@@ -401,10 +397,9 @@ const maxReadyHeap = 32 << 20
 const minReadyHeap = 8 << 20
 
 // readyHeapSize is how much heap Attach readies for a process of threads
-// threads: opts' heap a thread (at most maxReadyHeap) and the memory
-// cache's pages (reserveCache takes them from the Go heap, at most
-// maxReservedPages), at least minReadyHeap; none when opts asks for no
-// heap a thread.
+// threads when the caller allocates perThread bytes a thread while it is
+// stopped: at most maxReadyHeap, at least minReadyHeap; none when
+// perThread is not positive.
 //
 // It is readied before the preparation, not beside it as it was: the
 // heap the read then allocates from lies in the readied pages, where
@@ -412,23 +407,17 @@ const minReadyHeap = 8 << 20
 // (15 to 20 µs on a virtual machine) while the process was held. Readied
 // first, at 4 threads the time held went from 2.75-3.55 to 2.25-2.85 ms
 // and the read from 1.4-1.65 to 1.05-1.4 ms (medians of 30, side by
-// side; docs/benchmarks.md).
-func readyHeapSize(threads int, opts Options) int {
-	if opts.HeapPerThread <= 0 || threads < 0 {
+// side; docs/benchmarks.md). The memory cache's pages were readied in
+// it until the ninth round; they are reserved apart now, before it.
+func readyHeapSize(threads, perThread int) int {
+	if perThread <= 0 || threads < 0 {
 		return 0
 	}
 	heap := maxReadyHeap
-	if threads < maxReadyHeap/opts.HeapPerThread {
-		heap = threads * opts.HeapPerThread
+	if threads < maxReadyHeap/perThread {
+		heap = threads * perThread
 	}
-	pages := 0
-	if per := opts.CachePagesPerThread; per > 0 {
-		pages = maxReservedPages
-		if threads < maxReservedPages/per {
-			pages = threads * per
-		}
-	}
-	return max(heap+pages*target.PageSize, minReadyHeap)
+	return max(heap, minReadyHeap)
 }
 
 // atRandom is the auxiliary vector's AT_RANDOM tag.

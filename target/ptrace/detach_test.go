@@ -264,35 +264,28 @@ func TestCachePagesPerThread(t *testing.T) {
 // add.
 const pagesPerHugePage = (2 << 20) / target.PageSize
 
-// Attach readies, in one heap, a thread's share (at most maxReadyHeap)
-// and the memory cache's pages (at most maxReservedPages), at least
-// minReadyHeap for a few threads, and nothing when no heap a thread is
-// asked for.
+// Attach readies a thread's share of heap (at most maxReadyHeap, the
+// memory cache's pages apart), at least minReadyHeap for a few threads,
+// and nothing when no heap a thread is asked for.
 func TestReadyHeapSize(t *testing.T) {
 	if minReadyHeap < target.MinReadyHeap {
 		t.Fatalf("minReadyHeap %d is under target.MinReadyHeap %d: ReadyHeap would do nothing", minReadyHeap, target.MinReadyHeap)
 	}
-	const perThread, pages = 24 << 10, 5
-	const page = target.PageSize
+	const perThread = 24 << 10
 	for _, c := range []struct {
-		threads, perThread, pages, want int
+		threads, perThread, want int
 	}{
-		{4, perThread, pages, minReadyHeap},
-		{0, perThread, pages, minReadyHeap},
-		{1024, perThread, pages, 24<<20 + 1024*pages*page},
-		{1024, perThread, 0, 24 << 20},
-		{1024, perThread, -3, 24 << 20},
-		// Many threads: each part at its bound, the read's share not
-		// squeezed by the cache's.
-		{2048, perThread, pages, maxReadyHeap + 2048*pages*page},
-		{1 << 20, perThread, pages, maxReadyHeap + maxReservedPages*page},
-		{1 << 40, 1 << 30, 1 << 30, maxReadyHeap + maxReservedPages*page},
-		{1024, 0, pages, 0},
-		{-1, perThread, pages, 0},
+		{4, perThread, minReadyHeap},
+		{0, perThread, minReadyHeap},
+		{1024, perThread, 24 << 20},
+		{2048, perThread, maxReadyHeap},
+		{1 << 40, 1 << 30, maxReadyHeap},
+		{1024, 0, 0},
+		{1024, -1, 0},
+		{-1, perThread, 0},
 	} {
-		opts := Options{HeapPerThread: c.perThread, CachePagesPerThread: c.pages}
-		if got := readyHeapSize(c.threads, opts); got != c.want {
-			t.Errorf("readyHeapSize(%d threads, %d bytes and %d pages a thread) = %d, want %d", c.threads, c.perThread, c.pages, got, c.want)
+		if got := readyHeapSize(c.threads, c.perThread); got != c.want {
+			t.Errorf("readyHeapSize(%d threads, %d bytes a thread) = %d, want %d", c.threads, c.perThread, got, c.want)
 		}
 	}
 }

@@ -70,10 +70,10 @@ type Options struct {
 
 	// HeapPerThread, when positive, is how many bytes of Go heap per
 	// thread the caller allocates while the process is stopped. Attach
-	// then readies (target.ReadyHeap), before it opens and prepares the
-	// modules' files, one heap for that (at most 32 MiB) and for the
-	// memory cache's pages, at least 8 MiB. When it is not positive no
-	// heap is readied, and the memory cache readies its pages alone.
+	// then readies (target.ReadyHeap) that much heap, at most 32 MiB and
+	// at least 8 MiB, after the memory cache's pages and before it opens
+	// and prepares the modules' files. When it is not positive no heap
+	// is readied.
 	HeapPerThread int
 
 	// afterSeize, when set (by tests), runs on the tracing thread after a
