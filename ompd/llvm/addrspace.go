@@ -36,6 +36,9 @@ type AddressSpace struct {
 
 	identMu sync.Mutex
 	idents  map[ompd.Address]identLocation // identLocation's answers, by ident_t address
+
+	flagBitsOnce sync.Once
+	flagBits     taskFlagBits // taskFlagBits' answer
 }
 
 // identLocation is one answer of AddressSpace.identLocation.

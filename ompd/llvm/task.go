@@ -107,38 +107,59 @@ func (k *Task) Flags() (ompd.Flags, error) {
 	if err != nil {
 		return ompd.Flags{}, err
 	}
-	size, err := m.lay.sizeof("kmp_tasking_flags_t")
-	if err != nil {
-		return ompd.Flags{}, err
+	bits := k.as.taskFlagBits()
+	if bits.sizeErr != nil {
+		return ompd.Flags{}, bits.sizeErr
 	}
-	if size > 8 {
-		size = 8
-	}
-	raw, err := m.uint(addr, size)
+	raw, err := m.uint(addr, bits.size)
 	if err != nil {
 		return ompd.Flags{}, fmt.Errorf("reading flags of task at %#x: %w", k.td, err)
 	}
-	var f ompd.Flags
-	var ferr error
-	bit := func(name string) bool {
-		mask, err := m.lay.mask("kmp_tasking_flags_t", name)
-		if err != nil {
-			ferr = errors.Join(ferr, err)
-			return false
+	bit := func(i int) bool { return raw&bits.masks[i] != 0 }
+	return ompd.Flags{
+		Explicit:   bit(0),
+		Final:      bit(1),
+		Untied:     !bit(2),
+		Serial:     bit(3),
+		TeamSerial: bit(4),
+		Started:    bit(5),
+		Executing:  bit(6),
+		Complete:   bit(7),
+		Freed:      bit(8),
+		Native:     bit(9),
+	}, bits.maskErr
+}
+
+// taskFlagNames are the fields of kmp_tasking_flags_t Flags decodes, in
+// the order of taskFlagBits.masks.
+var taskFlagNames = [...]string{"tasktype", "final", "tiedness", "task_serial", "team_serial", "started", "executing", "complete", "freed", "native"}
+
+// taskFlagBits is what Flags decodes td_flags with: the flags' size (at
+// most 8 bytes) and the mask of each of taskFlagNames (0 for one the
+// runtime does not give, which maskErr then names).
+type taskFlagBits struct {
+	size    uint64
+	sizeErr error
+	masks   [len(taskFlagNames)]uint64
+	maskErr error
+}
+
+// taskFlagBits looks up the flags' size and masks once: they are
+// constants of the runtime, and a report of a thousand threads decodes
+// the flags of each task several times (ten lookups by name each, a
+// tenth of the read).
+func (as *AddressSpace) taskFlagBits() *taskFlagBits {
+	as.flagBitsOnce.Do(func() {
+		b := &as.flagBits
+		size, err := as.mem.lay.sizeof("kmp_tasking_flags_t")
+		b.size, b.sizeErr = min(size, 8), err
+		for i, name := range taskFlagNames {
+			mask, err := as.mem.lay.mask("kmp_tasking_flags_t", name)
+			b.masks[i] = mask
+			b.maskErr = errors.Join(b.maskErr, err)
 		}
-		return raw&mask != 0
-	}
-	f.Explicit = bit("tasktype")
-	f.Final = bit("final")
-	f.Untied = !bit("tiedness")
-	f.Serial = bit("task_serial")
-	f.TeamSerial = bit("team_serial")
-	f.Started = bit("started")
-	f.Executing = bit("executing")
-	f.Complete = bit("complete")
-	f.Freed = bit("freed")
-	f.Native = bit("native")
-	return f, ferr
+	})
+	return &as.flagBits
 }
 
 // Implicit reports whether k is an implicit task.
