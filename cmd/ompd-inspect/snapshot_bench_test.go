@@ -64,7 +64,11 @@ func reportHeld(b *testing.B, held []time.Duration) {
 //     (ptrace.Attach and Detach, in this process; stopped-ms/op is from
 //     the first stop to the last detach, as --stats measures it), and
 //     the same from a fresh process each time (floor-process: this test
-//     binary run again, see TestMain), as a command-line tool does it.
+//     binary run again, see TestMain), as a command-line tool does it;
+//   - paired: the goals' ratios run by run, each run of ompd-inspect
+//     beside one of gdb and one of the fresh floor (vs-gdb-median: its
+//     time over gdb's; held-vs-floor-median and -max: the time it held
+//     the target over the floor's).
 //
 // ompd-inspect's runs also report, from --stats, the time the target was
 // stopped (stopped-ms/op) and the peak RSS (peak-MiB); its runs and gdb's
@@ -109,22 +113,8 @@ func BenchmarkSnapshot(b *testing.B) {
 				var rss float64
 				var runs, held []time.Duration
 				for b.Loop() {
-					cmd := exec.Command(cliPath, append(view, "--stats")...)
-					var stderr strings.Builder
-					cmd.Stderr = &stderr
-					start := time.Now()
-					err := cmd.Run()
-					runs = append(runs, time.Since(start))
-					if err != nil {
-						b.Fatalf("ompd-inspect: %v\n%s", err, stderr.String())
-					}
-					m := statsLine.FindStringSubmatch(stderr.String())
-					if m == nil {
-						b.Fatalf("no stats line in %q", stderr.String())
-					}
-					s, _ := strconv.ParseFloat(m[1], 64)
-					r, _ := strconv.ParseFloat(m[2], 64)
-					held = append(held, time.Duration(s*float64(time.Millisecond)))
+					run, h, r := inspectOnce(b, cliPath, view)
+					runs, held = append(runs, run), append(held, h)
 					rss = max(rss, r)
 				}
 				reportHeld(b, held)
@@ -134,12 +124,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			b.Run("gdb", func(b *testing.B) {
 				var runs []time.Duration
 				for b.Loop() {
-					start := time.Now()
-					out, err := exec.Command("gdb", gdbArgs...).CombinedOutput()
-					runs = append(runs, time.Since(start))
-					if err != nil || strings.Count(string(out), "\nThread ") < c.threads {
-						b.Fatalf("gdb: %v (%d threads shown)\n%s", err, strings.Count(string(out), "\nThread "), tail(string(out), 2000))
-					}
+					runs = append(runs, gdbOnce(b, gdbArgs, c.threads))
 				}
 				b.ReportMetric(medianMS(runs), "median-ms")
 			})
@@ -167,23 +152,95 @@ func BenchmarkSnapshot(b *testing.B) {
 			b.Run("floor-process", func(b *testing.B) {
 				var held []time.Duration
 				for b.Loop() {
-					cmd := exec.Command(os.Args[0])
-					cmd.Env = append(os.Environ(), floorPIDEnv+"="+pid)
-					out, err := cmd.CombinedOutput()
-					m := floorLine.FindStringSubmatch(string(out))
-					if err != nil || m == nil {
-						b.Fatalf("floor process: %v\n%s", err, tail(string(out), 2000))
-					}
-					us, _ := strconv.ParseFloat(m[1], 64)
-					held = append(held, time.Duration(us)*time.Microsecond)
+					held = append(held, floorProcessOnce(b, pid))
 				}
 				reportHeld(b, held)
+			})
+			// The ratios the goals are stated in, run by run: each run
+			// of ompd-inspect beside a run of gdb and one of the fresh
+			// floor, so that the host's slow and fast minutes, which
+			// move all three, do not move the ratios as they move the
+			// means of sub-benchmarks run minutes apart.
+			b.Run("paired", func(b *testing.B) {
+				var speed, hold []float64
+				for b.Loop() {
+					run, held, _ := inspectOnce(b, cliPath, view)
+					gdb := gdbOnce(b, gdbArgs, c.threads)
+					floor := floorProcessOnce(b, pid)
+					speed = append(speed, run.Seconds()/gdb.Seconds())
+					hold = append(hold, held.Seconds()/floor.Seconds())
+				}
+				b.ReportMetric(median(speed), "vs-gdb-median")
+				b.ReportMetric(median(hold), "held-vs-floor-median")
+				b.ReportMetric(slices.Max(hold), "held-vs-floor-max")
 			})
 			if stopped := p.StoppedThreads(b); len(stopped) != 0 {
 				b.Fatalf("threads %v left stopped", stopped)
 			}
 		})
 	}
+}
+
+// inspectOnce runs ompd-inspect with --stats and returns how long it ran
+// (start to exit), how long it held the target stopped and its peak RSS
+// in MiB.
+func inspectOnce(b *testing.B, cliPath string, view []string) (run, held time.Duration, rss float64) {
+	cmd := exec.Command(cliPath, append(view, "--stats")...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	start := time.Now()
+	err := cmd.Run()
+	run = time.Since(start)
+	if err != nil {
+		b.Fatalf("ompd-inspect: %v\n%s", err, stderr.String())
+	}
+	m := statsLine.FindStringSubmatch(stderr.String())
+	if m == nil {
+		b.Fatalf("no stats line in %q", stderr.String())
+	}
+	s, _ := strconv.ParseFloat(m[1], 64)
+	rss, _ = strconv.ParseFloat(m[2], 64)
+	return run, time.Duration(s * float64(time.Millisecond)), rss
+}
+
+// gdbOnce runs gdb with args on a process of threads threads and returns
+// how long it ran; it fails b unless gdb showed every thread.
+func gdbOnce(b *testing.B, args []string, threads int) time.Duration {
+	start := time.Now()
+	out, err := exec.Command("gdb", args...).CombinedOutput()
+	run := time.Since(start)
+	if err != nil || strings.Count(string(out), "\nThread ") < threads {
+		b.Fatalf("gdb: %v (%d threads shown)\n%s", err, strings.Count(string(out), "\nThread "), tail(string(out), 2000))
+	}
+	return run
+}
+
+// floorProcessOnce runs this test binary as a floor process on process
+// pid (TestMain) and returns how long it held the process stopped.
+func floorProcessOnce(b *testing.B, pid string) time.Duration {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), floorPIDEnv+"="+pid)
+	out, err := cmd.CombinedOutput()
+	m := floorLine.FindStringSubmatch(string(out))
+	if err != nil || m == nil {
+		b.Fatalf("floor process: %v\n%s", err, tail(string(out), 2000))
+	}
+	us, _ := strconv.ParseFloat(m[1], 64)
+	return time.Duration(us) * time.Microsecond
+}
+
+// median is the median of xs (of an even number, the mean of the middle
+// two), 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 0 {
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // tail is the last n bytes of s.
