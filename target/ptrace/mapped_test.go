@@ -1,11 +1,17 @@
 package ptrace
 
 import (
+	stdelf "debug/elf"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
@@ -84,4 +90,119 @@ func globalOffset(t *testing.T, path string) uint64 {
 	}
 	t.Fatalf("%s has no the_global", path)
 	return 0
+}
+
+// TestModuleOfAnotherBuildNotRoot: the file at the executable's path is
+// not the one the process mapped (another file is bind-mounted over it)
+// and the tracer is not root (user nobody, tracing its own process), so
+// /proc/PID/map_files cannot be read: the build-id in the process's
+// memory decides. The same build at the path is used quietly, and gives
+// the_global where the program printed it; another build is not used,
+// with a warning naming both build-ids (read here from the files' note
+// sections with the standard library).
+func TestModuleOfAnotherBuildNotRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to bind-mount and to run as another user")
+	}
+	dir := t.TempDir()
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile := func(from, to string) {
+		t.Helper()
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prog, same, other, helper := filepath.Join(dir, "prog"), filepath.Join(dir, "same"), filepath.Join(dir, "other"), filepath.Join(dir, "helper.test")
+	copyFile(buildC(t, "threads"), prog)
+	copyFile(prog, same) // another inode, the same build
+	copyFile(os.Args[0], helper)
+	pad := filepath.Join(dir, "pad.c")
+	if err := os.WriteFile(pad, []byte("char pad_data[20000] = {1};\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("gcc", "-O1", "-g", "-pthread", "-o", other, pad, filepath.Join("testdata", "threads.c")).CombinedOutput(); err != nil {
+		t.Fatalf("compiling the other build: %v\n%s", err, b)
+	}
+	progID, otherID := sectionBuildID(t, prog), sectionBuildID(t, other)
+	if progID == otherID || progID != sectionBuildID(t, same) {
+		t.Fatalf("build-ids %s (prog), %s (same), %s (other): the test needs one the same and one other", progID, sectionBuildID(t, same), otherID)
+	}
+	nobody := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	for _, c := range []struct {
+		name, over string
+		want       func(tt *threadsTarget) []string
+	}{
+		{"same build", same, func(tt *threadsTarget) []string { return []string{fmt.Sprintf("symbol %#x", tt.global)} }},
+		{"other build", other, func(*threadsTarget) []string {
+			return []string{"no image", "warning: module " + prog + ": the file at that path is another build (build-id " + otherID +
+				") than the process mapped (build-id " + progID + ", read from its memory); its symbols and code are not used"}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(prog)
+			cmd.SysProcAttr = nobody
+			tt := startThreadsCmd(t, cmd, prog)
+			if b, err := exec.Command("mount", "--bind", c.over, prog).CombinedOutput(); err != nil {
+				t.Skipf("cannot bind-mount here: %v\n%s", err, b)
+			}
+			t.Cleanup(func() {
+				if b, err := exec.Command("umount", prog).CombinedOutput(); err != nil {
+					t.Errorf("umount %s: %v\n%s", prog, err, b)
+				}
+			})
+			h := exec.Command(helper, "-test.run=^$")
+			h.Env = append(os.Environ(), helperEnv+"=module-symbol", helperPIDEnv+"="+strconv.Itoa(tt.pid))
+			h.Dir = dir
+			h.SysProcAttr = nobody
+			out, err := h.CombinedOutput()
+			if err != nil {
+				t.Fatalf("helper: %v\n%s", err, out)
+			}
+			var got []string
+			for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+				// Only what concerns the executable: other modules are
+				// the host's own files.
+				if !strings.HasPrefix(l, "warning: ") || strings.Contains(l, "module "+prog+":") {
+					got = append(got, l)
+				}
+			}
+			if want := c.want(tt); !slices.Equal(got, want) {
+				t.Errorf("the helper printed\n%q\nwant\n%q", got, want)
+			}
+			waitRunning(t, tt.pid)
+		})
+	}
+}
+
+// sectionBuildID returns the build-id in the .note.gnu.build-id section of
+// the ELF file at path, read with the standard library.
+func sectionBuildID(t *testing.T, path string) string {
+	t.Helper()
+	f, err := stdelf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := f.Section(".note.gnu.build-id")
+	if s == nil {
+		t.Fatalf("%s has no .note.gnu.build-id", path)
+	}
+	data, err := s.Data()
+	if err != nil || len(data) < 16 {
+		t.Fatalf("%s: build-id note of %d bytes: %v", path, len(data), err)
+	}
+	namesz, descsz := binary.LittleEndian.Uint32(data), binary.LittleEndian.Uint32(data[4:])
+	off := 12 + (namesz+3)&^3
+	if uint64(off)+uint64(descsz) > uint64(len(data)) {
+		t.Fatalf("%s: malformed build-id note", path)
+	}
+	return hex.EncodeToString(data[off : off+descsz])
 }

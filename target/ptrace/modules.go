@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
@@ -259,6 +261,9 @@ type fileOps interface {
 	isELF(path string) (bool, error)
 	// close releases an image.
 	close(img image)
+	// memBuildID reads the build-id of the ELF object whose header thread
+	// tid's process maps at addr ("" when it has none).
+	memBuildID(tid int, addr uint64) (string, error)
 }
 
 // moduleInfo is a module before it becomes a target.Module.
@@ -404,42 +409,56 @@ type earlyTaker interface {
 // but when the file at the path is the same build (the same build-id:
 // the same file seen through another file system layer, as overlayfs
 // may show it), that one, quietly: its debug files are found next to it.
-// What the pass before the stop chose is taken again without the other
-// open. warn, when not empty, goes with the outcome.
+// When map_files cannot be read (not root), the build-id in the
+// process's memory decides (byMemoryBuildID). An image the pass before
+// the stop opened is taken again rather than opened twice, and the
+// choice made again, so that it is warned about as it was then. warn,
+// when not empty, goes with the outcome.
 func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn string, out mappedOutcome) {
 	mf := mapFilesPath(tid, g.first)
 	other := fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another mount namespace, or replaced on disk); reading it through %s", g.name, mf)
-	if e, ok := files.(earlyTaker); ok {
-		if img, ok := e.take(g.name); ok {
-			return img, g.name, "", readImage
-		}
+	e, early := files.(earlyTaker)
+	if early {
 		if img, ok := e.take(mf); ok {
 			return img, mf, other, readImage
 		}
 	}
-	unreadable := func(err error) (image, string, string, mappedOutcome) {
-		warn := fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another inode), and %s cannot be read: %v", g.name, mf, err)
-		if errors.Is(err, fs.ErrPermission) {
-			return nil, "", warn + "; reading the path, whose symbols and code may not be the process's", readPath
+	open := func(path string) (image, error) {
+		if early {
+			if img, ok := e.take(path); ok {
+				return img, nil
+			}
 		}
-		return nil, "", warn, noImage
+		return files.open(path)
+	}
+	unreadable := func(err error) string {
+		return fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another inode), and %s cannot be read: %v", g.name, mf, err)
 	}
 	st, err := files.stat(mf)
+	if errors.Is(err, fs.ErrPermission) {
+		return byMemoryBuildID(files, open, g, tid, unreadable(err))
+	}
 	if err != nil {
-		return unreadable(err)
+		return nil, "", unreadable(err), noImage
 	}
 	if !st.regular {
 		return nil, "", "", skipModule // a device: never open it
+	}
+	if early {
+		// Before the stop the same build was found at the path.
+		if img, ok := e.take(g.name); ok {
+			return img, g.name, "", readImage
+		}
 	}
 	mapped, err := files.open(mf)
 	if err != nil {
 		if isELF, serr := files.isELF(mf); serr == nil && !isELF {
 			return nil, "", "", skipModule
 		}
-		return unreadable(err)
+		return nil, "", unreadable(err), noImage
 	}
 	if id := buildIDOf(mapped); id != "" {
-		if same, err := files.open(g.name); err == nil {
+		if same, err := open(g.name); err == nil {
 			if buildIDOf(same) == id {
 				files.close(mapped)
 				return same, g.name, "", readImage
@@ -448,6 +467,35 @@ func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn str
 		}
 	}
 	return mapped, mf, other, readImage
+}
+
+// byMemoryBuildID decides for openMapped when the mapped file cannot be
+// read (refused: warn says so) by the build-id the process's memory holds
+// (in the object's notes, mapped with its header): the file at the path
+// when it is that build, quietly; no image when it is another build,
+// warned; and when it cannot tell (the header not mapped, no build-id in
+// memory or in the file, the memory unreadable) the path, with warn and a
+// word that its symbols and code may not be the process's. open opens the
+// file at the path.
+func byMemoryBuildID(files fileOps, open func(string) (image, error), g *fileGroup, tid int, warn string) (image, string, string, mappedOutcome) {
+	unconfirmed := warn + "; reading the path, whose symbols and code may not be the process's"
+	mapped := ""
+	if g.first.offset == 0 {
+		mapped, _ = files.memBuildID(tid, g.first.start)
+	}
+	atPath, err := open(g.name)
+	if err != nil {
+		return nil, "", unconfirmed, readPath // read, and refused, as any path
+	}
+	switch id := buildIDOf(atPath); {
+	case mapped == "" || id == "":
+		return atPath, g.name, unconfirmed, readImage
+	case id == mapped:
+		return atPath, g.name, "", readImage
+	default:
+		files.close(atPath)
+		return nil, "", fmt.Sprintf("module %s: the file at that path is another build (build-id %s) than the process mapped (build-id %s, read from its memory); its symbols and code are not used", g.name, id, mapped), noImage
+	}
 }
 
 // buildIDOf returns img's build-id, empty when it has none.
@@ -499,6 +547,23 @@ func (realFiles) isELF(path string) (bool, error) {
 }
 
 func (realFiles) close(img image) { closeImage(img) }
+
+func (realFiles) memBuildID(tid int, addr uint64) (string, error) {
+	return elf.MemoryBuildID(func(a uint64, buf []byte) error {
+		if len(buf) == 0 {
+			return nil
+		}
+		n, err := unix.ProcessVMReadv(tid, []unix.Iovec{{Base: &buf[0], Len: uint64(len(buf))}},
+			[]unix.RemoteIovec{{Base: uintptr(a), Len: len(buf)}}, 0)
+		if err != nil {
+			return fmt.Errorf("reading %d bytes at %#x of thread %d: %w", len(buf), a, tid, err)
+		}
+		if n != len(buf) {
+			return fmt.Errorf("reading %d bytes at %#x of thread %d: %d read", len(buf), a, tid, n)
+		}
+		return nil
+	}, addr)
+}
 
 // closeImage closes an image opened by realFiles.
 func closeImage(img image) {

@@ -35,8 +35,11 @@ type fakeFiles struct {
 	nonRegular map[string]bool
 	statErr    map[string]error
 	inodes     map[string]uint64 // stat's inode; 0 (not known) when absent
-	opened     []string
-	closed     []string
+	// memIDs are the build-ids in the process's memory, by the address
+	// of the object's header; memBuildID fails for any other address.
+	memIDs map[uint64]string
+	opened []string
+	closed []string
 }
 
 func (f *fakeFiles) stat(path string) (fileStat, error) {
@@ -72,6 +75,13 @@ func (f *fakeFiles) isELF(path string) (bool, error) {
 
 func (f *fakeFiles) close(img image) { f.closed = append(f.closed, img.(*fakeImage).path) }
 
+func (f *fakeFiles) memBuildID(tid int, addr uint64) (string, error) {
+	if id, ok := f.memIDs[addr]; ok {
+		return id, nil
+	}
+	return "", fmt.Errorf("reading the ELF header at %#x: input/output error", addr)
+}
+
 const fakeMaps = `00400000-00401000 r--p 00000000 08:01 11         /usr/lib/preload.so
 00401000-00402000 r-xp 00001000 08:01 11         /usr/lib/preload.so
 555555554000-555555555000 r--p 00000000 08:01 100        /usr/bin/prog
@@ -102,6 +112,8 @@ const fakeMaps = `00400000-00401000 r--p 00000000 08:01 11         /usr/lib/prel
 7f000041c000-7f000041d000 r-xp 00000000 08:01 1700       /opt/ns/libbroken.so
 7f000041e000-7f000041f000 r--p 00000000 08:01 1800       /opt/ns/data.bin
 7f0000420000-7f0000421000 r--p 00000000 08:01 1900       /opt/ns/dev
+7f0000422000-7f0000423000 r-xp 00000000 08:01 2000       /opt/ns/libsamebuild.so
+7f0000424000-7f0000425000 r-xp 00000000 08:01 2100       /opt/ns/libotherbuild.so
 7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0          [stack]
 7ffd000fe000-7ffd00100000 r-xp 00000000 00:00 0          [vdso]
 ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0  [vsyscall]
@@ -112,8 +124,8 @@ func TestBuildModules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(maps) != 33 {
-		t.Fatalf("parsed %d mappings, want 33", len(maps))
+	if len(maps) != 35 {
+		t.Fatalf("parsed %d mappings, want 35", len(maps))
 	}
 	if m := maps[20]; m != (mapping{start: 0x7f000040e000, end: 0x7f000040f000, offset: 0, inode: 1000, path: "/opt/other ns/lib space.so"}) {
 		t.Fatalf("mapping with a space: %+v", m)
@@ -133,6 +145,8 @@ func TestBuildModules(t *testing.T) {
 	mfBroken := "/proc/42/map_files/7f000041c000-7f000041d000"
 	mfData := "/proc/42/map_files/7f000041e000-7f000041f000"
 	mfDev := "/proc/42/map_files/7f0000420000-7f0000421000"
+	noaccessSame := "/proc/42/map_files/7f0000422000-7f0000423000"
+	noaccessOther := "/proc/42/map_files/7f0000424000-7f0000425000"
 	build := func(path, id string) *fakeImage { return &fakeImage{path: path, matches: true, buildID: id} }
 	files := &fakeFiles{
 		images: map[string]*fakeImage{
@@ -149,8 +163,14 @@ func TestBuildModules(t *testing.T) {
 			// The same build, shown with another inode (overlayfs).
 			same:                  build(same, "cc03"),
 			"/opt/ovl/libsame.so": build("/opt/ovl/libsame.so", "cc03"),
-			// map_files cannot be read (not root): the path, warned.
+			// map_files cannot be read (not root), nor the build-id in
+			// memory: the path, warned.
 			"/opt/ns/libnoaccess.so": img("/opt/ns/libnoaccess.so"),
+			// map_files cannot be read, but the memory's build-id says
+			// the path holds the same build (used quietly) or another
+			// (not used).
+			"/opt/ns/libsamebuild.so":  build("/opt/ns/libsamebuild.so", "dd04"),
+			"/opt/ns/libotherbuild.so": build("/opt/ns/libotherbuild.so", "ff06"),
 			// At the paths of the next three: ELF files the process did
 			// not map, never read.
 			"/opt/ns/libbroken.so": img("/opt/ns/libbroken.so"),
@@ -158,20 +178,25 @@ func TestBuildModules(t *testing.T) {
 			"/opt/ns/dev":          img("/opt/ns/dev"),
 		},
 		inodes: map[string]uint64{
-			"/usr/bin/prog":          100, // as mapped
-			"/opt/ns/libother.so":    1401,
-			"/opt/ovl/libsame.so":    9999,
-			"/opt/ns/libnoaccess.so": 1601,
-			"/opt/ns/libbroken.so":   1701,
-			"/opt/ns/data.bin":       1801,
-			"/opt/ns/dev":            1901,
+			"/usr/bin/prog":            100, // as mapped
+			"/opt/ns/libother.so":      1401,
+			"/opt/ovl/libsame.so":      9999,
+			"/opt/ns/libnoaccess.so":   1601,
+			"/opt/ns/libbroken.so":     1701,
+			"/opt/ns/data.bin":         1801,
+			"/opt/ns/dev":              1901,
+			"/opt/ns/libsamebuild.so":  2001,
+			"/opt/ns/libotherbuild.so": 2101,
 		},
+		memIDs:     map[uint64]string{0x7f0000422000: "dd04", 0x7f0000424000: "ee05"},
 		notELF:     map[string]bool{"/usr/lib/locale/locale-archive": true, scratch: true, mfData: true},
 		broken:     map[string]bool{"/opt/app/libbad.so": true, mfBroken: true},
 		nonRegular: map[string]bool{"/opt/app/data.fifo": true, mfDev: true},
 		statErr: map[string]error{
 			"/opt/other ns/lib space.so": &fs.PathError{Op: "stat", Path: "/opt/other ns/lib space.so", Err: fs.ErrNotExist},
 			noaccess:                     &fs.PathError{Op: "stat", Path: noaccess, Err: fs.ErrPermission},
+			noaccessSame:                 &fs.PathError{Op: "stat", Path: noaccessSame, Err: fs.ErrPermission},
+			noaccessOther:                &fs.PathError{Op: "stat", Path: noaccessOther, Err: fs.ErrPermission},
 		},
 	}
 	mods, warns := buildModules(groupMappings(maps, "/usr/bin/prog"), tid, files)
@@ -189,6 +214,8 @@ func TestBuildModules(t *testing.T) {
 		{name: "/opt/ovl/libsame.so", file: "/opt/ovl/libsame.so", start: 0x7f0000418000, end: 0x7f0000419000, bias: 0x7f0000418000, img: files.images["/opt/ovl/libsame.so"]},
 		{name: "/opt/ns/libnoaccess.so", file: "/opt/ns/libnoaccess.so", start: 0x7f000041a000, end: 0x7f000041b000, bias: 0x7f000041a000, img: files.images["/opt/ns/libnoaccess.so"]},
 		{name: "/opt/ns/libbroken.so", start: 0x7f000041c000, end: 0x7f000041d000},
+		{name: "/opt/ns/libsamebuild.so", file: "/opt/ns/libsamebuild.so", start: 0x7f0000422000, end: 0x7f0000423000, bias: 0x7f0000422000, img: files.images["/opt/ns/libsamebuild.so"]},
+		{name: "/opt/ns/libotherbuild.so", start: 0x7f0000424000, end: 0x7f0000425000},
 	}
 	if !reflect.DeepEqual(mods, want) {
 		t.Errorf("modules:\n%s\nwant:\n%s", dumpModules(mods), dumpModules(want))
@@ -201,6 +228,7 @@ func TestBuildModules(t *testing.T) {
 		"module /opt/ns/libother.so: the file at that path is not the one the process mapped (another mount namespace, or replaced on disk); reading it through /proc/42/map_files/7f0000416000-7f0000417000",
 		"module /opt/ns/libnoaccess.so: the file at that path is not the one the process mapped (another inode), and /proc/42/map_files/7f000041a000-7f000041b000 cannot be read: stat /proc/42/map_files/7f000041a000-7f000041b000: permission denied; reading the path, whose symbols and code may not be the process's",
 		"module /opt/ns/libbroken.so: the file at that path is not the one the process mapped (another inode), and /proc/42/map_files/7f000041c000-7f000041d000 cannot be read: /proc/42/map_files/7f000041c000-7f000041d000: truncated section headers",
+		"module /opt/ns/libotherbuild.so: the file at that path is another build (build-id ff06) than the process mapped (build-id ee05, read from its memory); its symbols and code are not used",
 	}
 	if !reflect.DeepEqual(warns, wantWarns) {
 		t.Errorf("warnings:\n%q\nwant:\n%q", warns, wantWarns)
@@ -211,11 +239,12 @@ func TestBuildModules(t *testing.T) {
 		"/opt/app/libpartial.so", space, "/opt/app/libmismatch.so", scratch,
 		other, "/opt/ns/libother.so", same, "/opt/ovl/libsame.so",
 		"/opt/ns/libnoaccess.so", mfBroken, mfData,
+		"/opt/ns/libsamebuild.so", "/opt/ns/libotherbuild.so",
 	}
 	if !reflect.DeepEqual(files.opened, wantOpened) {
 		t.Errorf("opened:\n%q\nwant:\n%q", files.opened, wantOpened)
 	}
-	if want := []string{"/opt/app/libmismatch.so", "/opt/ns/libother.so", same}; !reflect.DeepEqual(files.closed, want) {
+	if want := []string{"/opt/app/libmismatch.so", "/opt/ns/libother.so", same, "/opt/ns/libotherbuild.so"}; !reflect.DeepEqual(files.closed, want) {
 		t.Errorf("closed %q, want %q", files.closed, want)
 	}
 }
@@ -325,5 +354,94 @@ func TestParseMapsLineFast(t *testing.T) {
 	}
 	if took == 0 {
 		t.Fatal("the fast parser took none of the damaged lines")
+	}
+}
+
+// earlyFake is fakeFiles with images opened before the stop, which
+// openMapped takes again (earlyTaker).
+type earlyFake struct {
+	*fakeFiles
+	early map[string]image
+	taken []string
+}
+
+func (e *earlyFake) take(path string) (image, bool) {
+	img, ok := e.early[path]
+	if ok {
+		delete(e.early, path)
+		e.taken = append(e.taken, path)
+	}
+	return img, ok
+}
+
+// TestOpenMappedTakesEarly: after the stop, openMapped takes the image the
+// pass before the stop opened instead of opening a file again, and makes
+// the same choice with the same warning: a path whose build could not be
+// confirmed is warned about again (the pass before the stop says
+// nothing, and taking its image quietly lost the warning), the same
+// build confirmed through map_files or the memory's build-id is not.
+func TestOpenMappedTakesEarly(t *testing.T) {
+	maps, err := parseMaps([]byte(`7f0000000000-7f0000001000 r-xp 00000000 08:01 10         /opt/ns/librootsame.so
+7f0000002000-7f0000003000 r-xp 00000000 08:01 20         /opt/ns/libunknown.so
+7f0000004000-7f0000005000 r-xp 00000000 08:01 30         /opt/ns/libmemsame.so
+7f0000006000-7f0000007000 r-xp 00000000 08:01 40         /opt/ns/libother.so
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := groupMappings(maps, "")
+	const tid = 42
+	build := func(path, id string) *fakeImage { return &fakeImage{path: path, matches: true, buildID: id} }
+	rootSame := build("/opt/ns/librootsame.so", "aa")
+	unknown := build("/opt/ns/libunknown.so", "bb")
+	memSame := build("/opt/ns/libmemsame.so", "cc")
+	otherMF := "/proc/42/map_files/7f0000006000-7f0000007000"
+	refused := func(path string) error { return &fs.PathError{Op: "stat", Path: path, Err: fs.ErrPermission} }
+	files := &earlyFake{
+		fakeFiles: &fakeFiles{
+			images: map[string]*fakeImage{},
+			inodes: map[string]uint64{},
+			statErr: map[string]error{
+				"/proc/42/map_files/7f0000002000-7f0000003000": refused("/proc/42/map_files/7f0000002000-7f0000003000"),
+				"/proc/42/map_files/7f0000004000-7f0000005000": refused("/proc/42/map_files/7f0000004000-7f0000005000"),
+			},
+			memIDs: map[uint64]string{0x7f0000004000: "cc"},
+		},
+		early: map[string]image{
+			"/opt/ns/librootsame.so": rootSame,
+			"/opt/ns/libunknown.so":  unknown,
+			"/opt/ns/libmemsame.so":  memSame,
+			otherMF:                  build(otherMF, "dd"),
+		},
+	}
+	type result struct {
+		img  image
+		file string
+		warn string
+		out  mappedOutcome
+	}
+	var got []result
+	for _, g := range groups {
+		img, file, warn, out := openMapped(files, g, tid)
+		got = append(got, result{img, file, warn, out})
+	}
+	want := []result{
+		{rootSame, "/opt/ns/librootsame.so", "", readImage},
+		{unknown, "/opt/ns/libunknown.so", "module /opt/ns/libunknown.so: the file at that path is not the one the process mapped (another inode), and /proc/42/map_files/7f0000002000-7f0000003000 cannot be read: stat /proc/42/map_files/7f0000002000-7f0000003000: permission denied; reading the path, whose symbols and code may not be the process's", readImage},
+		{memSame, "/opt/ns/libmemsame.so", "", readImage},
+		{files.images[otherMF], otherMF, "module /opt/ns/libother.so: the file at that path is not the one the process mapped (another mount namespace, or replaced on disk); reading it through " + otherMF, readImage},
+	}
+	want[3].img = got[3].img // the early image of the mapped file, checked by path below
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("openMapped:\n%+v\nwant\n%+v", got, want)
+	}
+	if fi, ok := got[3].img.(*fakeImage); !ok || fi.path != otherMF {
+		t.Errorf("libother.so read from %v, want the image of %s opened before the stop", got[3].img, otherMF)
+	}
+	if len(files.opened) != 0 {
+		t.Errorf("opened %q after the stop; want every image taken from before it", files.opened)
+	}
+	if wantTaken := []string{"/opt/ns/librootsame.so", "/opt/ns/libunknown.so", "/opt/ns/libmemsame.so", otherMF}; !reflect.DeepEqual(files.taken, wantTaken) {
+		t.Errorf("taken %q, want %q", files.taken, wantTaken)
 	}
 }

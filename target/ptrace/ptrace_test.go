@@ -91,6 +91,20 @@ func runHelper(mode string) int {
 	}
 	defer p.Close()
 	switch mode {
+	case "module-symbol":
+		// The executable's the_global, as its module's image gives it,
+		// and the warnings.
+		if exe := p.Modules()[0]; exe.Image == nil {
+			fmt.Println("no image")
+		} else if sym, ok := exe.Image.Symbol("the_global"); ok {
+			fmt.Printf("symbol %#x\n", sym.Value+exe.Bias)
+		} else {
+			fmt.Println("no symbol")
+		}
+		for _, w := range p.Warnings() {
+			fmt.Println("warning:", w)
+		}
+		return 0
 	case "hold":
 	case "signals", "interrupt":
 		stop := p.DetachOnSignals()
