@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ompd-inspect/ompd-inspect/ompd"
 )
@@ -37,8 +38,7 @@ type AddressSpace struct {
 	identMu sync.Mutex
 	idents  map[ompd.Address]identLocation // identLocation's answers, by ident_t address
 
-	flagBitsOnce sync.Once
-	flagBits     taskFlagBits // taskFlagBits' answer
+	flagBits atomic.Pointer[taskFlagBits] // taskFlagBits' answer, once it has one without error
 }
 
 // identLocation is one answer of AddressSpace.identLocation.

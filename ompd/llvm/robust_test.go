@@ -461,3 +461,28 @@ func TestAbsurdTaskTeamSize(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagMasksRetried: a task's flags are decoded with masks looked up
+// once per address space, but a lookup that failed (the mask's symbol
+// unreadable, as in one stop of a trace) is not kept: once it can be read
+// again, Flags answers in full, as the layout's own lookups do.
+func TestFlagMasksRetried(t *testing.T) {
+	forLayouts(t, full, func(t *testing.T, s *scenario) {
+		sym := "ompd_bitfield__kmp_tasking_flags_t__final"
+		addr, ok := s.b.tgt.syms[sym]
+		if !ok {
+			t.Fatalf("the scenario has no %s", sym)
+		}
+		s.deny(addr, 8)
+		as := s.init(t)
+		k := try(s.handle(t, as, ptTh1).CurrentTask()).must(t)
+		if _, err := k.Flags(); err == nil || !strings.Contains(err.Error(), sym) {
+			t.Fatalf("Flags with %s unreadable: %v; want an error naming it", sym, err)
+		}
+		s.b.tgt.mem.denied = nil
+		f, err := k.Flags()
+		if err != nil || f != taskE1.flags {
+			t.Errorf("Flags once %s is readable: %+v, %v; want %+v", sym, f, err, taskE1.flags)
+		}
+	})
+}

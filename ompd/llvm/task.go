@@ -146,20 +146,25 @@ type taskFlagBits struct {
 
 // taskFlagBits looks up the flags' size and masks once: they are
 // constants of the runtime, and a report of a thousand threads decodes
-// the flags of each task several times (ten lookups by name each, a
-// tenth of the read).
+// the flags of each task several times (ten lookups by name each). An
+// answer with an error is not kept (as the layout keeps no error): a
+// lookup that failed in one stop is made again in the next.
 func (as *AddressSpace) taskFlagBits() *taskFlagBits {
-	as.flagBitsOnce.Do(func() {
-		b := &as.flagBits
-		size, err := as.mem.lay.sizeof("kmp_tasking_flags_t")
-		b.size, b.sizeErr = min(size, 8), err
-		for i, name := range taskFlagNames {
-			mask, err := as.mem.lay.mask("kmp_tasking_flags_t", name)
-			b.masks[i] = mask
-			b.maskErr = errors.Join(b.maskErr, err)
-		}
-	})
-	return &as.flagBits
+	if b := as.flagBits.Load(); b != nil {
+		return b
+	}
+	b := &taskFlagBits{}
+	size, err := as.mem.lay.sizeof("kmp_tasking_flags_t")
+	b.size, b.sizeErr = min(size, 8), err
+	for i, name := range taskFlagNames {
+		mask, err := as.mem.lay.mask("kmp_tasking_flags_t", name)
+		b.masks[i] = mask
+		b.maskErr = errors.Join(b.maskErr, err)
+	}
+	if b.sizeErr == nil && b.maskErr == nil {
+		as.flagBits.Store(b)
+	}
+	return b
 }
 
 // Implicit reports whether k is an implicit task.
