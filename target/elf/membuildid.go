@@ -8,10 +8,13 @@ import (
 )
 
 // Bounds of what MemoryBuildID reads: an ELF object has about a dozen
-// program headers, right after its header.
+// program headers, right after its header, and a few hundred bytes of
+// notes; a build-id is 20 bytes (SHA-1), seldom up to 32.
 const (
 	maxMemPhdrs      = 256
 	maxMemPhdrOffset = 1 << 16
+	maxMemNoteBytes  = 1 << 16
+	maxBuildIDBytes  = 64
 )
 
 // MemoryBuildID returns the GNU build-id of the ELF object (64-bit,
@@ -31,8 +34,8 @@ func MemoryBuildID(read func(addr uint64, buf []byte) error, base uint64) (strin
 	}
 	le := binary.LittleEndian
 	phoff, phentsize, phnum := le.Uint64(hdr[32:]), uint64(le.Uint16(hdr[54:])), uint64(le.Uint16(hdr[56:]))
-	const phdrSize = 56
-	if phentsize < phdrSize || phnum == 0 || phnum > maxMemPhdrs || phoff > maxMemPhdrOffset {
+	const phdrSize = 56 // an Elf64_Phdr
+	if phentsize != phdrSize || phnum == 0 || phnum > maxMemPhdrs || phoff > maxMemPhdrOffset {
 		return "", fmt.Errorf("ELF header at %#x: %d program headers of %d bytes at offset %#x", base, phnum, phentsize, phoff)
 	}
 	phdrs := make([]byte, phentsize*phnum)
@@ -64,14 +67,16 @@ func MemoryBuildID(read func(addr uint64, buf []byte) error, base uint64) (strin
 		return "", fmt.Errorf("ELF object at %#x has no loadable segment", base)
 	}
 	var errs []error
+	budget := uint64(maxMemNoteBytes) // for all the note segments together
 	for _, s := range segs {
 		if elf.ProgType(s.typ) != elf.PT_NOTE || s.filesz == 0 {
 			continue
 		}
-		if s.filesz > MaxNoteBytes {
-			errs = append(errs, fmt.Errorf("note segment at %#x: %d bytes", bias+s.vaddr, s.filesz))
+		if s.filesz > budget {
+			errs = append(errs, fmt.Errorf("note segment at %#x: %d bytes, more than the %d left to read", bias+s.vaddr, s.filesz, budget))
 			continue
 		}
+		budget -= s.filesz
 		data := make([]byte, s.filesz)
 		if err := read(bias+s.vaddr, data); err != nil {
 			errs = append(errs, fmt.Errorf("reading the note segment at %#x: %w", bias+s.vaddr, err))
@@ -79,6 +84,9 @@ func MemoryBuildID(read func(addr uint64, buf []byte) error, base uint64) (strin
 		}
 		notes, _ := ParseNotes(data, le, s.align)
 		if id := BuildIDFromNotes(notes); id != "" {
+			if len(id) > 2*maxBuildIDBytes {
+				return "", fmt.Errorf("note segment at %#x: a build-id of %d bytes", bias+s.vaddr, len(id)/2)
+			}
 			return id, nil
 		}
 	}

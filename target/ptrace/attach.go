@@ -77,21 +77,25 @@ func Attach(pid int, opts Options) (*Process, error) {
 	// The cache's memory is readied, and the modules' files opened and
 	// prepared, while it still runs.
 	p.cache = target.NewMemCache(p)
-	// The memory cache's pages come first, from memory the heap never
-	// used: the runtime does not clear it (it would clear memory the
-	// readied heap gave back, 3 ms for a thousand threads' 20 MiB), only
-	// the kernel populates it. Then the heap is readied, alone: the
-	// preparation's allocations and the caller's read then lie in memory
-	// the kernel has backed, in huge pages where it can, instead of
-	// costing a fault a page, before the stop and during it.
+	// The memory cache's pages come first: in a fresh process, from
+	// memory the heap never used, which the runtime need not clear (it
+	// would clear memory the readied heap gave back, 3 ms for a thousand
+	// threads' 20 MiB) and only the kernel populates. Then the heap is
+	// readied, alone: the preparation's allocations and the caller's read
+	// then lie in memory the kernel has backed, in huge pages where it
+	// can, instead of costing a fault a page, before the stop and during
+	// it. Populating can take tens of milliseconds when the host backs
+	// the memory again: a signal that came meanwhile ends Attach after
+	// each step.
 	p.reserveCache(opts.CachePagesPerThread, st.Threads)
-	if n := readyHeapSize(st.Threads, opts.HeapPerThread); n > 0 {
-		target.ReadyHeap(n)
-	}
-	// Populating can take tens of milliseconds when the host backs the
-	// memory again: a signal that came meanwhile ends it here.
 	if sig, ok := pendingSignal(opts.Interrupt); ok {
 		return nil, &InterruptedError{PID: pid, Signal: sig}
+	}
+	if n := readyHeapSize(st.Threads, opts.HeapPerThread); n > 0 {
+		target.ReadyHeap(n)
+		if sig, ok := pendingSignal(opts.Interrupt); ok {
+			return nil, &InterruptedError{PID: pid, Signal: sig}
+		}
 	}
 	p.openEarly(opts.Prepare)
 	if sig, ok := p.waitPrepared(); ok {

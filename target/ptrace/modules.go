@@ -264,6 +264,9 @@ type fileOps interface {
 	// memBuildID reads the build-id of the ELF object whose header thread
 	// tid's process maps at addr ("" when it has none).
 	memBuildID(tid int, addr uint64) (string, error)
+	// fileBuildID reads the build-id of the ELF file at path from its
+	// notes alone ("" when it has none).
+	fileBuildID(path string) (string, error)
 }
 
 // moduleInfo is a module before it becomes a target.Module.
@@ -423,11 +426,15 @@ func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn str
 			return img, mf, other, readImage
 		}
 	}
-	open := func(path string) (image, error) {
+	take := func(path string) (image, bool) {
 		if early {
-			if img, ok := e.take(path); ok {
-				return img, nil
-			}
+			return e.take(path)
+		}
+		return nil, false
+	}
+	open := func(path string) (image, error) {
+		if img, ok := take(path); ok {
+			return img, nil
 		}
 		return files.open(path)
 	}
@@ -436,7 +443,7 @@ func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn str
 	}
 	st, err := files.stat(mf)
 	if errors.Is(err, fs.ErrPermission) {
-		return byMemoryBuildID(files, open, g, tid, unreadable(err))
+		return byMemoryBuildID(files, take, g, tid, unreadable(err))
 	}
 	if err != nil {
 		return nil, "", unreadable(err), noImage
@@ -471,31 +478,54 @@ func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn str
 
 // byMemoryBuildID decides for openMapped when the mapped file cannot be
 // read (refused: warn says so) by the build-id the process's memory holds
-// (in the object's notes, mapped with its header): the file at the path
-// when it is that build, quietly; no image when it is another build,
-// warned; and when it cannot tell (the header not mapped, no build-id in
-// memory or in the file, the memory unreadable) the path, with warn and a
-// word that its symbols and code may not be the process's. open opens the
-// file at the path.
-func byMemoryBuildID(files fileOps, open func(string) (image, error), g *fileGroup, tid int, warn string) (image, string, string, mappedOutcome) {
-	unconfirmed := warn + "; reading the path, whose symbols and code may not be the process's"
-	mapped := ""
+// (in the object's notes, mapped with its header), against the path's,
+// from the image opened before the stop (take) or from the file's notes
+// alone: the file at the path when it is that build, quietly; no image,
+// warned, when it is another build (or only one of the two has a
+// build-id); and when it cannot tell (the header not mapped, the memory
+// or the file's notes unreadable, neither with a build-id) the path, with
+// warn and a word that its symbols and code may not be the process's. A
+// path that cannot be opened leaves the module without an image.
+func byMemoryBuildID(files fileOps, take func(string) (image, bool), g *fileGroup, tid int, warn string) (image, string, string, mappedOutcome) {
+	mem, memErr := "", errors.New("the object's header is not mapped")
 	if g.first.offset == 0 {
-		mapped, _ = files.memBuildID(tid, g.first.start)
+		mem, memErr = files.memBuildID(tid, g.first.start)
 	}
-	atPath, err := open(g.name)
-	if err != nil {
-		return nil, "", unconfirmed, readPath // read, and refused, as any path
+	img, early := take(g.name)
+	var atPath string
+	pathErr := memErr // the path's build matters only against the memory's
+	switch {
+	case early:
+		atPath, pathErr = buildIDOf(img), nil
+	case memErr == nil:
+		atPath, pathErr = files.fileBuildID(g.name)
 	}
-	switch id := buildIDOf(atPath); {
-	case mapped == "" || id == "":
-		return atPath, g.name, unconfirmed, readImage
-	case id == mapped:
-		return atPath, g.name, "", readImage
-	default:
-		files.close(atPath)
-		return nil, "", fmt.Sprintf("module %s: the file at that path is another build (build-id %s) than the process mapped (build-id %s, read from its memory); its symbols and code are not used", g.name, id, mapped), noImage
+	known := memErr == nil && pathErr == nil // "" is no build-id
+	if known && atPath != mem {
+		if early {
+			files.close(img)
+		}
+		return nil, "", fmt.Sprintf("module %s: the file at that path is another build (%s) than the process mapped (%s, read from its memory); its symbols and code are not used",
+			g.name, describeBuildID(atPath), describeBuildID(mem)), noImage
 	}
+	if !early {
+		var err error
+		if img, err = files.open(g.name); err != nil {
+			return nil, "", fmt.Sprintf("%s; the path cannot be read either: %v", warn, err), noImage
+		}
+	}
+	if known && mem != "" {
+		return img, g.name, "", readImage
+	}
+	return img, g.name, warn + "; reading the path, whose symbols and code may not be the process's", readImage
+}
+
+// describeBuildID names a build by its build-id, for a warning.
+func describeBuildID(id string) string {
+	if id == "" {
+		return "no build-id"
+	}
+	return "build-id " + id
 }
 
 // buildIDOf returns img's build-id, empty when it has none.
@@ -547,6 +577,17 @@ func (realFiles) isELF(path string) (bool, error) {
 }
 
 func (realFiles) close(img image) { closeImage(img) }
+
+func (realFiles) fileBuildID(path string) (string, error) {
+	// Not blocking on a FIFO put there meanwhile; ReadBuildID reads only
+	// a regular file.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return elf.ReadBuildID(f)
+}
 
 func (realFiles) memBuildID(tid int, addr uint64) (string, error) {
 	return elf.MemoryBuildID(func(a uint64, buf []byte) error {

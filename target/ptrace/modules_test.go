@@ -39,6 +39,7 @@ type fakeFiles struct {
 	// of the object's header; memBuildID fails for any other address.
 	memIDs map[uint64]string
 	opened []string
+	ided   []string // the paths fileBuildID read
 	closed []string
 }
 
@@ -74,6 +75,14 @@ func (f *fakeFiles) isELF(path string) (bool, error) {
 }
 
 func (f *fakeFiles) close(img image) { f.closed = append(f.closed, img.(*fakeImage).path) }
+
+func (f *fakeFiles) fileBuildID(path string) (string, error) {
+	f.ided = append(f.ided, path)
+	if img := f.images[path]; img != nil {
+		return img.buildID, nil
+	}
+	return "", fmt.Errorf("%s: not a valid ELF file", path)
+}
 
 func (f *fakeFiles) memBuildID(tid int, addr uint64) (string, error) {
 	if id, ok := f.memIDs[addr]; ok {
@@ -239,13 +248,17 @@ func TestBuildModules(t *testing.T) {
 		"/opt/app/libpartial.so", space, "/opt/app/libmismatch.so", scratch,
 		other, "/opt/ns/libother.so", same, "/opt/ovl/libsame.so",
 		"/opt/ns/libnoaccess.so", mfBroken, mfData,
-		"/opt/ns/libsamebuild.so", "/opt/ns/libotherbuild.so",
+		"/opt/ns/libsamebuild.so",
 	}
 	if !reflect.DeepEqual(files.opened, wantOpened) {
 		t.Errorf("opened:\n%q\nwant:\n%q", files.opened, wantOpened)
 	}
-	if want := []string{"/opt/app/libmismatch.so", "/opt/ns/libother.so", same, "/opt/ns/libotherbuild.so"}; !reflect.DeepEqual(files.closed, want) {
+	if want := []string{"/opt/app/libmismatch.so", "/opt/ns/libother.so", same}; !reflect.DeepEqual(files.closed, want) {
 		t.Errorf("closed %q, want %q", files.closed, want)
+	}
+	// Another build is told from its notes, not opened.
+	if want := []string{"/opt/ns/libsamebuild.so", "/opt/ns/libotherbuild.so"}; !reflect.DeepEqual(files.ided, want) {
+		t.Errorf("build-ids read of %q, want %q", files.ided, want)
 	}
 }
 
@@ -380,11 +393,19 @@ func (e *earlyFake) take(path string) (image, bool) {
 // confirmed is warned about again (the pass before the stop says
 // nothing, and taking its image quietly lost the warning), the same
 // build confirmed through map_files or the memory's build-id is not.
+// Without root, another build at the path (or a build-id on one side
+// only) is not used, its image closed or, when none was opened before,
+// told from its notes without opening it; a path that cannot be read
+// leaves no image, with one warning.
 func TestOpenMappedTakesEarly(t *testing.T) {
 	maps, err := parseMaps([]byte(`7f0000000000-7f0000001000 r-xp 00000000 08:01 10         /opt/ns/librootsame.so
 7f0000002000-7f0000003000 r-xp 00000000 08:01 20         /opt/ns/libunknown.so
 7f0000004000-7f0000005000 r-xp 00000000 08:01 30         /opt/ns/libmemsame.so
 7f0000006000-7f0000007000 r-xp 00000000 08:01 40         /opt/ns/libother.so
+7f0000008000-7f0000009000 r-xp 00000000 08:01 50         /opt/ns/libearlyother.so
+7f000000a000-7f000000b000 r-xp 00000000 08:01 60         /opt/ns/liblateother.so
+7f000000c000-7f000000d000 r-xp 00000000 08:01 70         /opt/ns/libunreadable.so
+7f000000e000-7f000000f000 r-xp 00000000 08:01 80         /opt/ns/libnoid.so
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -397,21 +418,27 @@ func TestOpenMappedTakesEarly(t *testing.T) {
 	memSame := build("/opt/ns/libmemsame.so", "cc")
 	otherMF := "/proc/42/map_files/7f0000006000-7f0000007000"
 	refused := func(path string) error { return &fs.PathError{Op: "stat", Path: path, Err: fs.ErrPermission} }
+	statErr := map[string]error{}
+	for _, start := range []string{"7f0000002000-7f0000003000", "7f0000004000-7f0000005000", "7f0000008000-7f0000009000",
+		"7f000000a000-7f000000b000", "7f000000c000-7f000000d000", "7f000000e000-7f000000f000"} {
+		mf := "/proc/42/map_files/" + start
+		statErr[mf] = refused(mf)
+	}
 	files := &earlyFake{
 		fakeFiles: &fakeFiles{
-			images: map[string]*fakeImage{},
-			inodes: map[string]uint64{},
-			statErr: map[string]error{
-				"/proc/42/map_files/7f0000002000-7f0000003000": refused("/proc/42/map_files/7f0000002000-7f0000003000"),
-				"/proc/42/map_files/7f0000004000-7f0000005000": refused("/proc/42/map_files/7f0000004000-7f0000005000"),
-			},
-			memIDs: map[uint64]string{0x7f0000004000: "cc"},
+			// Opened after the stop only if asked for: never here.
+			images:  map[string]*fakeImage{"/opt/ns/liblateother.so": build("/opt/ns/liblateother.so", "ff")},
+			inodes:  map[string]uint64{},
+			statErr: statErr,
+			memIDs:  map[uint64]string{0x7f0000004000: "cc", 0x7f0000008000: "ee", 0x7f000000a000: "ee", 0x7f000000e000: ""},
 		},
 		early: map[string]image{
-			"/opt/ns/librootsame.so": rootSame,
-			"/opt/ns/libunknown.so":  unknown,
-			"/opt/ns/libmemsame.so":  memSame,
-			otherMF:                  build(otherMF, "dd"),
+			"/opt/ns/librootsame.so":   rootSame,
+			"/opt/ns/libunknown.so":    unknown,
+			"/opt/ns/libmemsame.so":    memSame,
+			otherMF:                    build(otherMF, "dd"),
+			"/opt/ns/libearlyother.so": build("/opt/ns/libearlyother.so", "ff"),
+			"/opt/ns/libnoid.so":       build("/opt/ns/libnoid.so", "99"),
 		},
 	}
 	type result struct {
@@ -430,6 +457,10 @@ func TestOpenMappedTakesEarly(t *testing.T) {
 		{unknown, "/opt/ns/libunknown.so", "module /opt/ns/libunknown.so: the file at that path is not the one the process mapped (another inode), and /proc/42/map_files/7f0000002000-7f0000003000 cannot be read: stat /proc/42/map_files/7f0000002000-7f0000003000: permission denied; reading the path, whose symbols and code may not be the process's", readImage},
 		{memSame, "/opt/ns/libmemsame.so", "", readImage},
 		{files.images[otherMF], otherMF, "module /opt/ns/libother.so: the file at that path is not the one the process mapped (another mount namespace, or replaced on disk); reading it through " + otherMF, readImage},
+		{nil, "", "module /opt/ns/libearlyother.so: the file at that path is another build (build-id ff) than the process mapped (build-id ee, read from its memory); its symbols and code are not used", noImage},
+		{nil, "", "module /opt/ns/liblateother.so: the file at that path is another build (build-id ff) than the process mapped (build-id ee, read from its memory); its symbols and code are not used", noImage},
+		{nil, "", "module /opt/ns/libunreadable.so: the file at that path is not the one the process mapped (another inode), and /proc/42/map_files/7f000000c000-7f000000d000 cannot be read: stat /proc/42/map_files/7f000000c000-7f000000d000: permission denied; the path cannot be read either: /opt/ns/libunreadable.so: file does not exist", noImage},
+		{nil, "", "module /opt/ns/libnoid.so: the file at that path is another build (build-id 99) than the process mapped (no build-id, read from its memory); its symbols and code are not used", noImage},
 	}
 	want[3].img = got[3].img // the early image of the mapped file, checked by path below
 	if !reflect.DeepEqual(got, want) {
@@ -438,10 +469,18 @@ func TestOpenMappedTakesEarly(t *testing.T) {
 	if fi, ok := got[3].img.(*fakeImage); !ok || fi.path != otherMF {
 		t.Errorf("libother.so read from %v, want the image of %s opened before the stop", got[3].img, otherMF)
 	}
-	if len(files.opened) != 0 {
-		t.Errorf("opened %q after the stop; want every image taken from before it", files.opened)
+	// Nothing opened again but the path that could not be read; another
+	// build told from its notes; what was taken and not used, closed.
+	if want := []string{"/opt/ns/libunreadable.so"}; !reflect.DeepEqual(files.opened, want) {
+		t.Errorf("opened %q after the stop; want only %q", files.opened, want)
 	}
-	if wantTaken := []string{"/opt/ns/librootsame.so", "/opt/ns/libunknown.so", "/opt/ns/libmemsame.so", otherMF}; !reflect.DeepEqual(files.taken, wantTaken) {
+	if want := []string{"/opt/ns/liblateother.so"}; !reflect.DeepEqual(files.ided, want) {
+		t.Errorf("build-ids read of %q, want %q", files.ided, want)
+	}
+	if wantTaken := []string{"/opt/ns/librootsame.so", "/opt/ns/libunknown.so", "/opt/ns/libmemsame.so", otherMF, "/opt/ns/libearlyother.so", "/opt/ns/libnoid.so"}; !reflect.DeepEqual(files.taken, wantTaken) {
 		t.Errorf("taken %q, want %q", files.taken, wantTaken)
+	}
+	if want := []string{"/opt/ns/libearlyother.so", "/opt/ns/libnoid.so"}; !reflect.DeepEqual(files.closed, want) {
+		t.Errorf("closed %q, want %q", files.closed, want)
 	}
 }
