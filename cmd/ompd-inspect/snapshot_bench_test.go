@@ -66,9 +66,9 @@ func reportHeld(b *testing.B, held []time.Duration) {
 //     the same from a fresh process each time (floor-process: this test
 //     binary run again, see TestMain), as a command-line tool does it;
 //   - paired: the goals' ratios run by run, each run of ompd-inspect
-//     beside one of gdb and one of the fresh floor (vs-gdb-median: its
-//     time over gdb's; held-vs-floor-median and -max: the time it held
-//     the target over the floor's).
+//     beside one of gdb and one of the fresh floor, in an order that
+//     rotates (vs-gdb-median: its time over gdb's; held-vs-floor-median
+//     and -max: the time it held the target over the floor's).
 //
 // ompd-inspect's runs also report, from --stats, the time the target was
 // stopped (stopped-ms/op) and the peak RSS (peak-MiB); its runs and gdb's
@@ -160,13 +160,29 @@ func BenchmarkSnapshot(b *testing.B) {
 			// of ompd-inspect beside a run of gdb and one of the fresh
 			// floor, so that the host's slow and fast minutes, which
 			// move all three, do not move the ratios as they move the
-			// means of sub-benchmarks run minutes apart.
+			// means of sub-benchmarks run minutes apart. Which of the
+			// three comes after which rotates from run to run: what one
+			// leaves behind (memory freed, a target just released)
+			// weighs on each in turn.
 			b.Run("paired", func(b *testing.B) {
+				// One of each first, untimed.
+				inspectOnce(b, cliPath, view)
+				gdbOnce(b, gdbArgs, c.threads)
+				floorProcessOnce(b, pid)
 				var speed, hold []float64
-				for b.Loop() {
-					run, held, _ := inspectOnce(b, cliPath, view)
-					gdb := gdbOnce(b, gdbArgs, c.threads)
-					floor := floorProcessOnce(b, pid)
+				for k := 0; b.Loop(); k++ {
+					var run, held, gdb, floor time.Duration
+					steps := []func(){
+						func() { run, held, _ = inspectOnce(b, cliPath, view) },
+						func() { gdb = gdbOnce(b, gdbArgs, c.threads) },
+						func() { floor = floorProcessOnce(b, pid) },
+					}
+					for i := range steps {
+						steps[(i+k)%len(steps)]()
+					}
+					if floor <= 0 || gdb <= 0 {
+						b.Fatalf("a floor of %v, gdb's run %v: no ratio", floor, gdb)
+					}
 					speed = append(speed, run.Seconds()/gdb.Seconds())
 					hold = append(hold, held.Seconds()/floor.Seconds())
 				}
