@@ -4,12 +4,13 @@ import (
 	"bytes"
 	stdelf "debug/elf"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
 )
 
 // fakeMemory is a process's memory holding some ranges.
@@ -74,34 +75,12 @@ func readLibc(t *testing.T) (string, []byte) {
 	return "", nil
 }
 
-// sectionBuildID is the oracle: the build-id from the file's
-// .note.gnu.build-id section, which MemoryBuildID does not read.
-func sectionBuildID(t *testing.T, path string) string {
-	t.Helper()
-	f, err := stdelf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s := f.Section(".note.gnu.build-id")
-	if s == nil {
-		t.Fatalf("%s has no .note.gnu.build-id", path)
-	}
-	data, err := s.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	namesz, descsz := binary.LittleEndian.Uint32(data), binary.LittleEndian.Uint32(data[4:])
-	off := 12 + (namesz+3)&^3
-	return hex.EncodeToString(data[off : off+descsz])
-}
-
 // TestMemoryBuildID reads the build-id of the C library as it would be
 // mapped in a process, at two places, and compares it with the one its
 // note section holds; then refuses mapped images that do not add up.
 func TestMemoryBuildID(t *testing.T) {
 	libc, data := readLibc(t)
-	want := sectionBuildID(t, libc)
+	want := fixture.ELFBuildID(t, libc)
 	f, err := stdelf.NewFile(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)

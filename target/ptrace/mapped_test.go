@@ -1,9 +1,6 @@
 package ptrace
 
 import (
-	stdelf "debug/elf"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -138,9 +135,9 @@ func TestModuleOfAnotherBuildNotRoot(t *testing.T) {
 	if b, err := exec.Command("gcc", "-O1", "-g", "-pthread", "-o", other, pad, filepath.Join("testdata", "threads.c")).CombinedOutput(); err != nil {
 		t.Fatalf("compiling the other build: %v\n%s", err, b)
 	}
-	progID, otherID := sectionBuildID(t, prog), sectionBuildID(t, other)
-	if progID == otherID || progID != sectionBuildID(t, same) {
-		t.Fatalf("build-ids %s (prog), %s (same), %s (other): the test needs one the same and one other", progID, sectionBuildID(t, same), otherID)
+	progID, otherID := fixture.ELFBuildID(t, prog), fixture.ELFBuildID(t, other)
+	if progID == otherID || progID != fixture.ELFBuildID(t, same) {
+		t.Fatalf("build-ids %s (prog), %s (same), %s (other): the test needs one the same and one other", progID, fixture.ELFBuildID(t, same), otherID)
 	}
 	nobody := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	for _, c := range []struct {
@@ -187,29 +184,4 @@ func TestModuleOfAnotherBuildNotRoot(t *testing.T) {
 			waitRunning(t, tt.pid)
 		})
 	}
-}
-
-// sectionBuildID returns the build-id in the .note.gnu.build-id section of
-// the ELF file at path, read with the standard library.
-func sectionBuildID(t *testing.T, path string) string {
-	t.Helper()
-	f, err := stdelf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s := f.Section(".note.gnu.build-id")
-	if s == nil {
-		t.Fatalf("%s has no .note.gnu.build-id", path)
-	}
-	data, err := s.Data()
-	if err != nil || len(data) < 16 {
-		t.Fatalf("%s: build-id note of %d bytes: %v", path, len(data), err)
-	}
-	namesz, descsz := binary.LittleEndian.Uint32(data), binary.LittleEndian.Uint32(data[4:])
-	off := 12 + (namesz+3)&^3
-	if uint64(off)+uint64(descsz) > uint64(len(data)) {
-		t.Fatalf("%s: malformed build-id note", path)
-	}
-	return hex.EncodeToString(data[off : off+descsz])
 }
