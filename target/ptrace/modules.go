@@ -13,8 +13,6 @@ import (
 	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
 )
@@ -331,8 +329,6 @@ func buildModules(groups []*fileGroup, tid int, files fileOps) ([]moduleInfo, []
 			case noImage:
 				mods = append(mods, moduleInfo{name: g.name, start: g.start, end: g.end})
 				continue
-			case readPath:
-				// The path is read below, as for a file that matches.
 			}
 		}
 		img, err := files.open(file)
@@ -388,9 +384,6 @@ type mappedOutcome int
 const (
 	// readImage: the image it returns is the module's.
 	readImage mappedOutcome = iota
-	// readPath: map_files cannot be read (it needs root); the caller
-	// reads the path.
-	readPath
 	// skipModule: the mapped file is not a regular ELF file.
 	skipModule
 	// noImage: the mapped file cannot be read; the module has no image.
@@ -420,30 +413,15 @@ type earlyTaker interface {
 func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn string, out mappedOutcome) {
 	mf := mapFilesPath(tid, g.first)
 	other := fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another mount namespace, or replaced on disk); reading it through %s", g.name, mf)
-	e, early := files.(earlyTaker)
-	if early {
-		if img, ok := e.take(mf); ok {
-			return img, mf, other, readImage
-		}
-	}
-	take := func(path string) (image, bool) {
-		if early {
-			return e.take(path)
-		}
-		return nil, false
-	}
-	open := func(path string) (image, error) {
-		if img, ok := take(path); ok {
-			return img, nil
-		}
-		return files.open(path)
+	if img, ok := takeEarly(files, mf); ok {
+		return img, mf, other, readImage
 	}
 	unreadable := func(err error) string {
 		return fmt.Sprintf("module %s: the file at that path is not the one the process mapped (another inode), and %s cannot be read: %v", g.name, mf, err)
 	}
 	st, err := files.stat(mf)
 	if errors.Is(err, fs.ErrPermission) {
-		return byMemoryBuildID(files, take, g, tid, unreadable(err))
+		return byMemoryBuildID(files, g, tid, unreadable(err))
 	}
 	if err != nil {
 		return nil, "", unreadable(err), noImage
@@ -451,11 +429,9 @@ func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn str
 	if !st.regular {
 		return nil, "", "", skipModule // a device: never open it
 	}
-	if early {
-		// Before the stop the same build was found at the path.
-		if img, ok := e.take(g.name); ok {
-			return img, g.name, "", readImage
-		}
+	// Before the stop the same build was found at the path.
+	if img, ok := takeEarly(files, g.name); ok {
+		return img, g.name, "", readImage
 	}
 	mapped, err := files.open(mf)
 	if err != nil {
@@ -465,7 +441,7 @@ func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn str
 		return nil, "", unreadable(err), noImage
 	}
 	if id := buildIDOf(mapped); id != "" {
-		if same, err := open(g.name); err == nil {
+		if same, err := files.open(g.name); err == nil {
 			if buildIDOf(same) == id {
 				files.close(mapped)
 				return same, g.name, "", readImage
@@ -479,19 +455,19 @@ func openMapped(files fileOps, g *fileGroup, tid int) (img image, file, warn str
 // byMemoryBuildID decides for openMapped when the mapped file cannot be
 // read (refused: warn says so) by the build-id the process's memory holds
 // (in the object's notes, mapped with its header), against the path's,
-// from the image opened before the stop (take) or from the file's notes
+// from the image opened before the stop (takeEarly) or from the file's notes
 // alone: the file at the path when it is that build, quietly; no image,
 // warned, when it is another build (or only one of the two has a
 // build-id); and when it cannot tell (the header not mapped, the memory
 // or the file's notes unreadable, neither with a build-id) the path, with
 // warn and a word that its symbols and code may not be the process's. A
 // path that cannot be opened leaves the module without an image.
-func byMemoryBuildID(files fileOps, take func(string) (image, bool), g *fileGroup, tid int, warn string) (image, string, string, mappedOutcome) {
+func byMemoryBuildID(files fileOps, g *fileGroup, tid int, warn string) (image, string, string, mappedOutcome) {
 	mem, memErr := "", errors.New("the object's header is not mapped")
 	if g.first.offset == 0 {
 		mem, memErr = files.memBuildID(tid, g.first.start)
 	}
-	img, early := take(g.name)
+	img, early := takeEarly(files, g.name)
 	var atPath string
 	pathErr := memErr // the path's build matters only against the memory's
 	switch {
@@ -518,6 +494,15 @@ func byMemoryBuildID(files fileOps, take func(string) (image, bool), g *fileGrou
 		return img, g.name, "", readImage
 	}
 	return img, g.name, warn + "; reading the path, whose symbols and code may not be the process's", readImage
+}
+
+// takeEarly returns the image files opened from path before the stop,
+// when files holds such images (earlyTaker) and path is still that file.
+func takeEarly(files fileOps, path string) (image, bool) {
+	if e, ok := files.(earlyTaker); ok {
+		return e.take(path)
+	}
+	return nil, false
 }
 
 // describeBuildID names a build by its build-id, for a warning.
@@ -590,19 +575,11 @@ func (realFiles) fileBuildID(path string) (string, error) {
 }
 
 func (realFiles) memBuildID(tid int, addr uint64) (string, error) {
+	r := newMemReader(tid, tid)
+	defer r.close()
 	return elf.MemoryBuildID(func(a uint64, buf []byte) error {
-		if len(buf) == 0 {
-			return nil
-		}
-		n, err := unix.ProcessVMReadv(tid, []unix.Iovec{{Base: &buf[0], Len: uint64(len(buf))}},
-			[]unix.RemoteIovec{{Base: uintptr(a), Len: len(buf)}}, 0)
-		if err != nil {
-			return fmt.Errorf("reading %d bytes at %#x of thread %d: %w", len(buf), a, tid, err)
-		}
-		if n != len(buf) {
-			return fmt.Errorf("reading %d bytes at %#x of thread %d: %d read", len(buf), a, tid, n)
-		}
-		return nil
+		_, err := r.ReadPages(a, buf)
+		return err
 	}, addr)
 }
 

@@ -378,6 +378,14 @@ type earlyFake struct {
 	taken []string
 }
 
+// open takes an image from before the stop first, as earlyFiles does.
+func (e *earlyFake) open(path string) (image, error) {
+	if img, ok := e.take(path); ok {
+		return img, nil
+	}
+	return e.fakeFiles.open(path)
+}
+
 func (e *earlyFake) take(path string) (image, bool) {
 	img, ok := e.early[path]
 	if ok {
