@@ -29,17 +29,8 @@ func TestModuleOfAnotherNamespace(t *testing.T) {
 		t.Skip("no unshare(1) here")
 	}
 	mapped := buildC(t, "threads")
-	// Another build at the path: the same program with data linked before
-	// its own, so that its the_global lies elsewhere.
-	dir := t.TempDir()
-	pad := filepath.Join(dir, "pad.c")
-	if err := os.WriteFile(pad, []byte("char pad_data[20000] = {1};\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "prog")
-	if b, err := exec.Command("gcc", "-O1", "-g", "-pthread", "-o", path, pad, filepath.Join("testdata", "threads.c")).CombinedOutput(); err != nil {
-		t.Fatalf("compiling the other build: %v\n%s", err, b)
-	}
+	path := filepath.Join(t.TempDir(), "prog")
+	otherBuild(t, path)
 	if a, b := globalOffset(t, mapped), globalOffset(t, path); a == b {
 		t.Fatalf("the_global at %#x in both builds: the test could not tell them apart", a)
 	}
@@ -76,6 +67,20 @@ func TestModuleOfAnotherNamespace(t *testing.T) {
 	}
 }
 
+// otherBuild compiles at path another build of the threads program: the
+// same program with data linked before its own, so that its the_global
+// lies elsewhere and its build-id differs.
+func otherBuild(t *testing.T, path string) {
+	t.Helper()
+	pad := filepath.Join(t.TempDir(), "pad.c")
+	if err := os.WriteFile(pad, []byte("char pad_data[20000] = {1};\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("gcc", "-O1", "-g", "-pthread", "-o", path, pad, filepath.Join("testdata", "threads.c")).CombinedOutput(); err != nil {
+		t.Fatalf("compiling the other build: %v\n%s", err, b)
+	}
+}
+
 // globalOffset returns the_global's link-time address in the ELF file at
 // path, read with the standard library.
 func globalOffset(t *testing.T, path string) uint64 {
@@ -108,33 +113,11 @@ func TestModuleOfAnotherBuildNotRoot(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("no gcc here to compile another build")
 	}
-	dir := t.TempDir()
-	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	copyFile := func(from, to string) {
-		t.Helper()
-		data, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(to, data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	prog, same, other, helper := filepath.Join(dir, "prog"), filepath.Join(dir, "same"), filepath.Join(dir, "other"), filepath.Join(dir, "helper.test")
-	copyFile(buildC(t, "threads"), prog)
-	copyFile(prog, same) // another inode, the same build
-	copyFile(os.Args[0], helper)
-	pad := filepath.Join(dir, "pad.c")
-	if err := os.WriteFile(pad, []byte("char pad_data[20000] = {1};\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := exec.Command("gcc", "-O1", "-g", "-pthread", "-o", other, pad, filepath.Join("testdata", "threads.c")).CombinedOutput(); err != nil {
-		t.Fatalf("compiling the other build: %v\n%s", err, b)
-	}
+	dir, helper := helperForNobody(t)
+	prog, same, other := filepath.Join(dir, "prog"), filepath.Join(dir, "same"), filepath.Join(dir, "other")
+	copyExecutable(t, buildC(t, "threads"), prog)
+	copyExecutable(t, prog, same) // another inode, the same build
+	otherBuild(t, other)
 	progID, otherID := fixture.ELFBuildID(t, prog), fixture.ELFBuildID(t, other)
 	if progID == otherID || progID != fixture.ELFBuildID(t, same) {
 		t.Fatalf("build-ids %s (prog), %s (same), %s (other): the test needs one the same and one other", progID, fixture.ELFBuildID(t, same), otherID)

@@ -1087,21 +1087,7 @@ func TestPermissionRefused(t *testing.T) {
 		t.Skip("needs root to run a helper as another user")
 	}
 	tt := startThreads(t)
-	// Copy the test binary where user nobody can run it.
-	dir := t.TempDir()
-	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bin := filepath.Join(dir, "helper.test")
-	data, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir, bin := helperForNobody(t)
 	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=refused", helperPIDEnv+"="+strconv.Itoa(tt.pid))
 	cmd.Dir = dir
@@ -1130,6 +1116,34 @@ func TestPermissionRefused(t *testing.T) {
 	}
 	waitRunning(t, tt.pid)
 	checkNoPendingSignals(t, tt.pid)
+}
+
+// helperForNobody copies the test binary into a new directory that user
+// nobody can enter, and returns the directory and the copy, which nobody
+// can run as a helper (runHelper).
+func helperForNobody(t *testing.T) (dir, bin string) {
+	t.Helper()
+	dir = t.TempDir()
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin = filepath.Join(dir, "helper.test")
+	copyExecutable(t, os.Args[0], bin)
+	return dir, bin
+}
+
+// copyExecutable copies the file from to to, executable by anyone.
+func copyExecutable(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestMainThreadExited(t *testing.T) {
