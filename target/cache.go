@@ -129,6 +129,24 @@ func (c *MemCache) Stats() (reads, fetches int) {
 	return reads, fetches
 }
 
+// Pages lists the addresses of the pages the cache holds that could be
+// read, in ascending order.
+func (c *MemCache) Pages() []uint64 {
+	var out []uint64
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for p, page := range sh.pages {
+			if len(page) > 0 {
+				out = append(out, p)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	slices.Sort(out)
+	return out
+}
+
 // unmappedPage is what the cache holds for a page that cannot be read:
 // empty, and not nil (nil is a page not looked at yet).
 func unmappedPage() []byte { return make([]byte, 0) }

@@ -385,3 +385,24 @@ func TestMemCachePrefetch(t *testing.T) {
 		t.Fatalf("a source without lists: %d fetches", fetches)
 	}
 }
+
+// TestMemCachePages: Pages lists the pages read, in order, and not the
+// hole a read met nor the pages of no read.
+func TestMemCachePages(t *testing.T) {
+	c := NewMemCache(&holeReader{})
+	if got := c.Pages(); len(got) != 0 {
+		t.Fatalf("pages of an empty cache: %#x", got)
+	}
+	var b [2]byte
+	_ = c.ReadMemory(0x4fff, b[:1])
+	_ = c.ReadMemory(0x2fff, b[:2]) // page 0x2000, then the hole at 0x3000
+	_ = c.ReadMemory(0x1000, b[:1])
+	want := []uint64{0x1000, 0x2000, 0x4000}
+	if got := c.Pages(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Pages() = %#x, want %#x", got, want)
+	}
+	c.Invalidate()
+	if got := c.Pages(); len(got) != 0 {
+		t.Fatalf("pages after Invalidate: %#x", got)
+	}
+}

@@ -332,6 +332,9 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 	if vf.images != nil {
 		popts.Images = *vf.images
 	}
+	if vf.backend != backend.NameDLL {
+		popts.Rehearse = func(r *ptrace.Running) { rehearse(r, view, vf) }
+	}
 	pt := vf.times
 	if pt != nil {
 		*pt = phaseTimes{start: time.Now()}
@@ -382,6 +385,21 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 	stop()
 	defer ptrace.ExitOnSignals(pid, sigs)()
 	return finishReports(read), nil
+}
+
+// rehearse reads the report of the running process r, with its stacks,
+// as it will be read once the process is stopped, and drops it: the
+// first-time costs of reading (code paged in, the runtime's layout looked
+// up, the unwinder's tables and the caches of the modules' images
+// filled) are paid before the stop, and the pages it read are read again
+// in one call once stopped (ptrace.Options.Rehearse). The threads r shows
+// are given the thread pointers the runtime lists, so that the threads'
+// paths of the report run too. Only the native backend is rehearsed: the
+// dll backend's library is not run over a process that runs.
+func rehearse(r *ptrace.Running, view string, vf viewFlags) {
+	r.SetThreadPointers(inspect.RuntimeThreadPointers(r, len(r.Threads())))
+	vf.backend = backend.NameNative
+	_, _ = readReports(r, inspect.Source{Kind: "process"}, view, vf)
 }
 
 // cachePagesPerThread is how many pages of target memory a report reads

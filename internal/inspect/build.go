@@ -101,6 +101,46 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	return b.build(src)
 }
 
+// RuntimeThreadPointers returns the thread pointers (pthread_t values) of
+// at most n of the threads the OpenMP runtime of t lists in a table of its
+// own, in the table's order. LLVM's libomp keeps one; GNU libgomp keeps
+// none and gives none, as does a runtime that cannot be read. It serves a
+// rehearsal on a running process, whose threads' registers (the thread
+// pointer among them) cannot be read.
+func RuntimeThreadPointers(t target.Target, n int) []uint64 {
+	rt, err := FindRuntime(t)
+	if err != nil || FamilyOf(rt) == gomp.Family {
+		return nil
+	}
+	know, err := KnowledgeOf(rt)
+	if err != nil {
+		return nil
+	}
+	cb := NewCallbacks(t, rt)
+	cb.UseKnowledge(know)
+	if know.CheckMemory(t, rt) != nil {
+		return nil
+	}
+	nat, err := llvm.ProcessInitialize(cb, rt.Name)
+	if err != nil {
+		return nil
+	}
+	ths, err := nat.Threads()
+	if err != nil {
+		return nil
+	}
+	var out []uint64
+	for _, th := range ths {
+		if len(out) == n {
+			break
+		}
+		if id, err := th.ID(ompd.ThreadIDPthread); err == nil && id != 0 {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // buildGNU builds the report of a target on GNU libgomp: its own reader
 // (ompd/gomp) behind the same backend interface; no OMPD library exists
 // for it.

@@ -101,6 +101,14 @@ func Attach(pid int, opts Options) (*Process, error) {
 	if sig, ok := p.waitPrepared(); ok {
 		return nil, &InterruptedError{PID: pid, Signal: sig}
 	}
+	if opts.Rehearse != nil && st.Threads <= rehearsalMaxThreads {
+		p.rehearse(opts.Rehearse)
+		if sig, ok := pendingSignal(opts.Interrupt); ok {
+			p.releaseEarly()
+			return nil, &InterruptedError{PID: pid, Signal: sig}
+		}
+	}
+	p.earlyModules = nil
 	p.tr = startTracer()
 	stopReaper := reapTracedZombies(pid, p.tr.tid, p.seizes.stuck)
 	p.tr.do(func() {
@@ -165,7 +173,28 @@ func Attach(pid int, opts Options) (*Process, error) {
 		}
 		p.modules = append(p.modules, mod)
 	}
+	if len(p.rehearsed) > 0 {
+		// What the rehearsal read is what the caller reads first: in
+		// one call now instead of a call a page.
+		p.cache.Prefetch(p.rehearsed)
+		p.rehearsed = nil
+	}
 	return p, nil
+}
+
+// rehearse calls f with a view of the process as it runs (Running), and
+// keeps the pages it read for Attach to read again once the process is
+// stopped.
+func (p *Process) rehearse(f func(*Running)) {
+	r := newRunning(p.pid, p.earlyModules)
+	defer func() {
+		_ = r.mem.close()
+		p.rehearsed = r.pages()
+	}()
+	// Like Prepare's: the same work, done again once the process is
+	// stopped, fails there with one line.
+	defer func() { _ = recover() }()
+	f(r)
 }
 
 // reaperInterval is how often reapTracedZombies looks whether the

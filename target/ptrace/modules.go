@@ -614,14 +614,18 @@ func (p *Process) openEarly(prepare func(*elf.Image)) {
 	// debug information.
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for _, m := range mods {
+		mod := &target.Module{Name: m.name, File: m.file, Start: m.start, End: m.end, Bias: m.bias}
+		p.earlyModules = append(p.earlyModules, mod)
 		if m.img == nil {
 			continue
 		}
-		if _, dup := p.early[m.file]; dup {
+		if kept, dup := p.early[m.file]; dup {
 			closeImage(m.img)
+			mod.Image = elfImage(kept)
 			continue
 		}
 		p.early[m.file] = m.img
+		mod.Image = elfImage(m.img)
 		if im := elfImage(m.img); im != nil && prepare != nil {
 			p.prepared.Add(1)
 			go func() {

@@ -76,6 +76,18 @@ type Options struct {
 	// is readied.
 	HeapPerThread int
 
+	// Rehearse, when not nil, is called once before the process is
+	// stopped, after the modules' images are prepared, with a view of the
+	// process as it runs (Running): the caller reads there what it will
+	// read once the process is stopped, and pays before the stop the
+	// first-time costs of reading it (code and indexes first touched,
+	// caches filled) instead of while the process is held. What it reads
+	// may be torn and must not be kept. The pages it read are read again,
+	// in one call, as soon as the process is stopped. A panic in it is
+	// dropped. It is skipped for a process of more than
+	// rehearsalMaxThreads threads.
+	Rehearse func(*Running)
+
 	// afterSeize, when set (by tests), runs on the tracing thread after a
 	// thread has been seized and before it is interrupted.
 	afterSeize func(tid int)
@@ -141,6 +153,11 @@ type Process struct {
 	// counts the Prepare calls still running on them.
 	early    map[string]image
 	prepared sync.WaitGroup
+	// earlyModules are the modules listed before the stop, with the
+	// images opened then, for the rehearsal (Options.Rehearse); rehearsed
+	// are the pages the rehearsal read, read again once stopped.
+	earlyModules []*target.Module
+	rehearsed    []uint64
 
 	closed     atomic.Bool
 	detachOnce sync.Once

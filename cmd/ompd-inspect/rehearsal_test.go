@@ -1,0 +1,81 @@
+package main
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
+	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
+)
+
+// TestRuntimeThreadPointers: in a rehearsal (a process that runs), the
+// runtime's own table gives its threads' thread pointers, the initial
+// thread's first. The oracle is the threads' fs_base once the process is
+// stopped (the kernel's, not the runtime's). On the OMPD build and on
+// stock libomp 19 (layout recovered from the code); GNU libgomp keeps no
+// such table and gives none.
+func TestRuntimeThreadPointers(t *testing.T) {
+	gomp := &gompCases[slices.IndexFunc(gompCases, func(c gompCase) bool { return c.name == "teams" })]
+	for _, c := range []struct {
+		name string
+		fx   string
+		opts func(t *testing.T) fixture.StartOptions
+		want int
+	}{
+		{"ompd", "wide", func(*testing.T) fixture.StartOptions {
+			return fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled", "FX_WIDE=6"}}
+		}, 4},
+		{"stock19", "wide", func(*testing.T) fixture.StartOptions {
+			return fixture.StartOptions{Env: []string{"FX_WIDE=3"}, Stripped: true, Runtime: fixture.StockLibomp(19)}
+		}, 3},
+		{"gomp", "teams", func(t *testing.T) fixture.StartOptions {
+			return fixture.StartOptions{Exe: gompBuild(t, gomp), Env: gomp.env}
+		}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fp := fixture.Start(t, c.fx, c.opts(t))
+			var ptrs []uint64
+			var shown []uint64
+			p, err := ptrace.Attach(fp.PID, ptrace.Options{Rehearse: func(r *ptrace.Running) {
+				ptrs = inspect.RuntimeThreadPointers(r, 4)
+				r.SetThreadPointers(ptrs)
+				for _, th := range r.Threads() {
+					shown = append(shown, th.ThreadPointer())
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ths := p.Threads()
+			if err := p.Detach(); err != nil {
+				t.Fatal(err)
+			}
+			if len(ptrs) != c.want {
+				t.Fatalf("%d thread pointers %#x, want %d", len(ptrs), ptrs, c.want)
+			}
+			if c.want == 0 {
+				return
+			}
+			fsBase := make(map[uint64]int)
+			for _, th := range ths {
+				fsBase[th.Regs.FSBase] = th.TID
+			}
+			for i, ptr := range ptrs {
+				if _, ok := fsBase[ptr]; !ok {
+					t.Errorf("pointer %d (%#x) is no thread's fs_base", i, ptr)
+				}
+				if shown[i] != ptr {
+					t.Errorf("rehearsal thread %d shows thread pointer %#x, want %#x", i, shown[i], ptr)
+				}
+				if slices.Index(ptrs, ptr) != i {
+					t.Errorf("pointer %#x given twice: %#x", ptr, ptrs)
+				}
+			}
+			if main := ths[0]; main.TID != fp.PID || ptrs[0] != main.Regs.FSBase {
+				t.Errorf("first pointer %#x; the main thread's (%d) fs_base is %#x", ptrs[0], main.TID, main.Regs.FSBase)
+			}
+		})
+	}
+}

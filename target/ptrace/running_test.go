@@ -1,0 +1,138 @@
+package ptrace
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/ompd-inspect/ompd-inspect/target"
+)
+
+func TestSyscallSPPC(t *testing.T) {
+	for _, c := range []struct {
+		line   string
+		sp, pc uint64
+	}{
+		{"202 0x55d0c2a9c8e8 0x189 0x0 0x0 0x0 0x0 0x7ffd5e1a6b40 0x7f3a1c09df16\n", 0x7ffd5e1a6b40, 0x7f3a1c09df16},
+		{"-1 0x7ffd5e1a6b40 0x7f3a1c09df16\n", 0x7ffd5e1a6b40, 0x7f3a1c09df16},
+		{"running\n", 0, 0},
+		{"", 0, 0},
+		{"202 0x1 0x2 0x3 0x4 0x5 0x6 0x7\n", 0, 0},      // a field short
+		{"202 0x1 0x2 0x3 0x4 0x5 0x6 0x7 0xzz\n", 0, 0}, // not hexadecimal
+		{"-1 0x10000000000000000 0x1\n", 0, 0},           // past 64 bits
+	} {
+		sp, pc := syscallSPPC([]byte(c.line))
+		if sp != c.sp || pc != c.pc {
+			t.Errorf("syscallSPPC(%q) = %#x, %#x; want %#x, %#x", c.line, sp, pc, c.sp, c.pc)
+		}
+	}
+}
+
+// TestRehearse: Attach calls Options.Rehearse before the stop with a view
+// of the running process: its first threads, the main thread first, each
+// blocked one with the stack and instruction pointers the stop then
+// shows (ptrace's registers are the oracle) and the spinning one with
+// none; the modules the stop then lists; its memory (the value the
+// program printed). The page it read is in the stop's cache when Attach
+// returns, read again once stopped. A Rehearse that panics changes
+// nothing.
+func TestRehearse(t *testing.T) {
+	tt := startThreads(t)
+	type seen struct {
+		pid     int
+		threads []target.Thread
+		mods    []string
+		global  uint64
+		err     error
+	}
+	modules := func(ms []*target.Module) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, fmt.Sprintf("%s %s %#x-%#x bias %#x image %v", m.Name, m.File, m.Start, m.End, m.Bias, m.Image != nil))
+		}
+		return out
+	}
+	t.Run("view", func(t *testing.T) {
+		var s seen
+		calls := 0
+		p := attach(t, tt.pid, Options{Rehearse: func(r *Running) {
+			calls++
+			s.pid, s.threads, s.mods = r.PID(), r.Threads(), modules(r.Modules())
+			s.global, s.err = target.ReadUint64(r, tt.global)
+		}})
+		if calls != 1 || s.pid != tt.pid {
+			t.Fatalf("Rehearse called %d times, with pid %d; want once with %d", calls, s.pid, tt.pid)
+		}
+		if s.err != nil || s.global != tt.globalVal {
+			t.Fatalf("the_global read in the rehearsal: %#x, %v; want %#x", s.global, s.err, tt.globalVal)
+		}
+		if got, want := modules(p.Modules()), s.mods; !slices.Equal(got, want) {
+			t.Fatalf("modules in the rehearsal:\n%v\nonce stopped:\n%v", want, got)
+		}
+		var tids []int
+		for _, th := range s.threads {
+			tids = append(tids, th.TID)
+		}
+		if want := expectedTIDs(tt.tids)[:rehearsalThreads]; !slices.Equal(tids, want) {
+			t.Fatalf("rehearsal threads %v, want %v", tids, want)
+		}
+		stopped := make(map[int]target.Registers)
+		for _, th := range p.Threads() {
+			stopped[th.TID] = th.Regs
+		}
+		blocked, running := 0, 0
+		for _, th := range s.threads {
+			r, ok := stopped[th.TID]
+			switch {
+			case !ok:
+				t.Fatalf("thread %d of the rehearsal is not among the stopped ones", th.TID)
+			case th.Regs.Rsp == 0 && th.Regs.Rip == 0:
+				running++
+			case th.Regs.Rsp == r.Rsp && th.Regs.Rip == r.Rip:
+				blocked++
+			default:
+				t.Errorf("thread %d: rsp %#x rip %#x in the rehearsal, %#x %#x once stopped", th.TID, th.Regs.Rsp, th.Regs.Rip, r.Rsp, r.Rip)
+			}
+			if th.Regs.FSBase != 0 {
+				t.Errorf("thread %d: fs_base %#x in the rehearsal, which cannot read it", th.TID, th.Regs.FSBase)
+			}
+		}
+		// The main thread pauses, one thread spins, the pipe reader
+		// blocks; the sleeper may be between two sleeps.
+		if m := s.threads[0]; m.Regs.Rsp != stopped[m.TID].Rsp || m.Regs.Rsp == 0 {
+			t.Errorf("main thread: rsp %#x in the rehearsal, %#x once stopped", m.Regs.Rsp, stopped[m.TID].Rsp)
+		}
+		if running != 1 || blocked < 2 {
+			t.Errorf("%d threads running and %d blocked in the rehearsal, want 1 (the spinner) and at least 2", running, blocked)
+		}
+		page := tt.global &^ (target.PageSize - 1)
+		if !slices.Contains(p.cache.Pages(), page) {
+			t.Fatalf("the page the rehearsal read (%#x) is not in the stop's cache: %#x", page, p.cache.Pages())
+		}
+		checkThreads(t, p, tt)
+	})
+	t.Run("panics", func(t *testing.T) {
+		p := attach(t, tt.pid, Options{Rehearse: func(r *Running) {
+			_, _ = target.ReadUint64(r, tt.global)
+			panic("rehearsal")
+		}})
+		checkThreads(t, p, tt)
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		waitRunning(t, tt.pid)
+	})
+	t.Run("pointers", func(t *testing.T) {
+		p := attach(t, tt.pid, Options{Rehearse: func(r *Running) {
+			r.SetThreadPointers([]uint64{0x1000, 0x2000})
+			var got []uint64
+			for _, th := range r.Threads() {
+				got = append(got, th.ThreadPointer())
+			}
+			if want := []uint64{0x1000, 0x2000, 0, 0}; !slices.Equal(got, want) {
+				t.Errorf("thread pointers %#x, want %#x", got, want)
+			}
+		}})
+		checkThreads(t, p, tt)
+	})
+}
