@@ -1294,7 +1294,8 @@ func TestSignalWhileAttaching(t *testing.T) {
 }
 
 // TestAlive: Alive says a held process lives, and that it ended once it
-// is killed while held.
+// is killed while held, through the main thread's files opened before the
+// stop.
 func TestAlive(t *testing.T) {
 	tt := startThreads(t)
 	p, err := Attach(tt.pid, Options{})
@@ -1302,6 +1303,9 @@ func TestAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
+	if p.own == nil || p.own.tid != tt.pid || p.own.maps == nil || p.own.status == nil || p.mem.tid != tt.pid {
+		t.Fatalf("the main thread's files were not opened before the stop: %+v (memory read through thread %d)", p.own, p.mem.tid)
+	}
 	if err := p.Alive(); err != nil {
 		t.Fatalf("Alive of a held process: %v", err)
 	}
