@@ -386,8 +386,19 @@ func TestMemCachePrefetch(t *testing.T) {
 	}
 }
 
-// TestMemCachePages: Pages lists the pages read, in order, and not the
-// hole a read met nor the pages of no read.
+// everyReader serves every page, each byte its page number's low byte.
+type everyReader struct{}
+
+func (everyReader) ReadPages(addr uint64, buf []byte) (int, error) {
+	for i := range buf {
+		buf[i] = byte((addr + uint64(i)) >> 12)
+	}
+	return len(buf), nil
+}
+
+// TestMemCachePages: Pages lists the pages read in ascending order (pages
+// of one shard read in descending order among them), and not the hole a
+// read met nor the pages of no read.
 func TestMemCachePages(t *testing.T) {
 	c := NewMemCache(&holeReader{})
 	if got := c.Pages(); len(got) != 0 {
@@ -404,5 +415,19 @@ func TestMemCachePages(t *testing.T) {
 	c.Invalidate()
 	if got := c.Pages(); len(got) != 0 {
 		t.Fatalf("pages after Invalidate: %#x", got)
+	}
+
+	c = NewMemCache(everyReader{})
+	want = nil
+	for i := uint64(0); i < 8; i++ {
+		want = append(want, 0x1000+i*cacheShards*PageSize) // all in shard 1
+	}
+	for i := len(want) - 1; i >= 0; i-- {
+		if err := c.ReadMemory(want[i], b[:1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.Pages(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Pages() = %#x, want %#x", got, want)
 	}
 }

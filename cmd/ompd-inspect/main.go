@@ -391,11 +391,14 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 // as it will be read once the process is stopped, and drops it: the
 // first-time costs of reading (code paged in, the runtime's layout looked
 // up, the unwinder's tables and the caches of the modules' images
-// filled) are paid before the stop, and the pages it read are read again
-// in one call once stopped (ptrace.Options.Rehearse). The threads r shows
-// are given the thread pointers the runtime lists, so that the threads'
-// paths of the report run too. Only the native backend is rehearsed: the
-// dll backend's library is not run over a process that runs.
+// filled) are paid before the stop, and the pages it read are read
+// again once stopped (ptrace.Options.Rehearse). The threads r shows are
+// given, by position, the thread pointers the runtime lists (the first,
+// the initial thread's, is usually the main thread's, which r shows
+// first; the others need not match), so that the threads' paths of the
+// report run too. Only the native backend is
+// rehearsed: the dll backend's library is not run over a process that
+// runs.
 func rehearse(r *ptrace.Running, view string, vf viewFlags) {
 	r.SetThreadPointers(inspect.RuntimeThreadPointers(r, len(r.Threads())))
 	vf.backend = backend.NameNative

@@ -2,6 +2,7 @@ package main
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
@@ -75,6 +76,32 @@ func TestRuntimeThreadPointers(t *testing.T) {
 			}
 			if main := ths[0]; main.TID != fp.PID || ptrs[0] != main.Regs.FSBase {
 				t.Errorf("first pointer %#x; the main thread's (%d) fs_base is %#x", ptrs[0], main.TID, main.Regs.FSBase)
+			}
+		})
+	}
+}
+
+// TestRehearsalOnlyForFewThreads: Attach rehearses a process of 64
+// threads, not one of 65 (the threads the fixture was told to make are
+// the oracle: all of them are stopped).
+func TestRehearsalOnlyForFewThreads(t *testing.T) {
+	for _, c := range []struct {
+		threads  int
+		rehearse bool
+	}{{64, true}, {65, false}} {
+		t.Run(strconv.Itoa(c.threads), func(t *testing.T) {
+			fp := fixture.Start(t, "wide", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled", "FX_WIDE=" + strconv.Itoa(c.threads)}})
+			called := false
+			p, err := ptrace.Attach(fp.PID, ptrace.Options{Rehearse: func(*ptrace.Running) { called = true }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := len(p.Threads())
+			if err := p.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if n != c.threads || called != c.rehearse {
+				t.Fatalf("%d threads stopped, rehearsed %v; want %d, %v", n, called, c.threads, c.rehearse)
 			}
 		})
 	}

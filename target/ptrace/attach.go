@@ -102,9 +102,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 		return nil, &InterruptedError{PID: pid, Signal: sig}
 	}
 	if opts.Rehearse != nil && st.Threads <= rehearsalMaxThreads {
-		p.rehearse(opts.Rehearse)
-		if sig, ok := pendingSignal(opts.Interrupt); ok {
-			p.releaseEarly()
+		if sig, ok := p.rehearse(opts.Rehearse, rehearsalBudget); ok {
 			return nil, &InterruptedError{PID: pid, Signal: sig}
 		}
 	}
@@ -184,19 +182,48 @@ func Attach(pid int, opts Options) (*Process, error) {
 	return p, nil
 }
 
-// rehearse calls f with a view of the process as it runs (Running), and
-// keeps the pages it read for Attach to read again once the process is
-// stopped.
-func (p *Process) rehearse(f func(*Running)) {
+// rehearsalBudget bounds a rehearsal: past it, the view's reads fail, and
+// what is left of the rehearsal ends at once. A rehearsal of a few
+// threads takes a millisecond or two.
+const rehearsalBudget = 200 * time.Millisecond
+
+// rehearse calls f, on a goroutine of its own, with a view of the process
+// as it runs (Running), for at most budget; it keeps the pages f read for
+// Attach to read again once the process is stopped. A signal on the
+// interrupt channel ends it at once: it returns the signal and true, and
+// the images opened early are released once f has returned.
+func (p *Process) rehearse(f func(*Running), budget time.Duration) (syscall.Signal, bool) {
 	r := newRunning(p.pid, p.earlyModules)
-	defer func() {
-		_ = r.mem.close()
-		p.rehearsed = r.pages()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Like Prepare's: the same work, done again once the process
+		// is stopped, fails there with one line.
+		defer func() { _ = recover() }()
+		f(r)
 	}()
-	// Like Prepare's: the same work, done again once the process is
-	// stopped, fails there with one line.
-	defer func() { _ = recover() }()
-	f(r)
+	timer := time.NewTimer(budget)
+	defer timer.Stop()
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true
+		case <-timer.C:
+			// Every read fails now: what is left ends at once.
+			r.cancel()
+		case s := <-p.interrupt: // a nil channel never delivers
+			r.cancel()
+			go func() {
+				<-done
+				_ = r.mem.close()
+				p.releaseEarly()
+			}()
+			return toSyscallSignal(s), true
+		}
+	}
+	_ = r.mem.close()
+	p.rehearsed = r.pages()
+	return 0, false
 }
 
 // reaperInterval is how often reapTracedZombies looks whether the

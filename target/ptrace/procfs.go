@@ -42,7 +42,7 @@ func readStatus(path string) (procStatus, error) {
 // f, opened at path, from its start.
 func readStatusFile(f *os.File, path string) (procStatus, error) {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return procStatus{}, err
+		return procStatus{}, fmt.Errorf("%s: %w", path, err)
 	}
 	var err error
 	data := make([]byte, 0, 4096)
@@ -236,8 +236,8 @@ func (p *Process) Alive() error {
 	// zombies: no mappings left for the thread memory was read through
 	// means it is gone too. Its first line is enough to tell: a thousand
 	// threads' stacks make the whole file long. The main thread's files
-	// were opened before the stop (openOwnFiles): opening them now would
-	// lengthen it.
+	// were opened before the stop (Attach's openTaskFiles): opening them
+	// now would lengthen it.
 	own := p.own
 	if own == nil || own.tid != p.mem.tid {
 		own = openTaskFiles(p.pid, p.mem.tid)

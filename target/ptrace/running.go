@@ -2,9 +2,11 @@ package ptrace
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
@@ -13,7 +15,8 @@ import (
 // Options.Rehearse before it stops the process: its memory is read as it
 // changes (through a cache of its own, which Attach drops), its modules
 // are those Attach listed and opened before the stop, and of its threads
-// only a few are shown, whose registers cannot be read. It implements
+// only a few are shown, whose registers cannot be read. Once the
+// rehearsal's time is up, every read fails. It implements
 // target.Target (and target.ModuleFinder, target.PageReader,
 // target.PageListReader and target.Prefetcher, as a Process does), so
 // that the code that reads a stopped Process runs the same way over it.
@@ -24,7 +27,17 @@ type Running struct {
 	cache   *target.MemCache
 	modules []*target.Module
 	threads []target.Thread
+	// cancelled makes every read fail (the rehearsal ran out of time,
+	// or a signal ended Attach).
+	cancelled atomic.Bool
 }
+
+// errRehearsalOver is wrapped by the reads of a Running whose rehearsal
+// was ended.
+var errRehearsalOver = errors.New("the rehearsal before the stop was ended")
+
+// cancel makes every later read of the view fail.
+func (r *Running) cancel() { r.cancelled.Store(true) }
 
 // rehearsalThreads is how many of the process's threads a Running shows:
 // enough to run every per-thread path once.
@@ -120,6 +133,9 @@ func (r *Running) Warnings() []string { return nil }
 
 // ReadMemory reads the running process's memory through the view's cache.
 func (r *Running) ReadMemory(addr uint64, buf []byte) error {
+	if r.cancelled.Load() {
+		return fmt.Errorf("process %d: reading %d bytes at %#x: %w", r.pid, len(buf), addr, errRehearsalOver)
+	}
 	if err := r.cache.ReadMemory(addr, buf); err != nil {
 		return fmt.Errorf("process %d: %w", r.pid, err)
 	}
@@ -128,11 +144,17 @@ func (r *Running) ReadMemory(addr uint64, buf []byte) error {
 
 // ReadPages implements target.PageReader.
 func (r *Running) ReadPages(addr uint64, buf []byte) (int, error) {
+	if r.cancelled.Load() {
+		return 0, fmt.Errorf("process %d: reading %d bytes at %#x: %w", r.pid, len(buf), addr, errRehearsalOver)
+	}
 	return r.mem.ReadPages(addr, buf)
 }
 
 // ReadPageList implements target.PageListReader.
 func (r *Running) ReadPageList(addrs []uint64, buf []byte) (int, error) {
+	if r.cancelled.Load() {
+		return 0, errRehearsalOver
+	}
 	return r.mem.ReadPageList(addrs, buf)
 }
 

@@ -1,9 +1,14 @@
 package ptrace
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
@@ -28,16 +33,46 @@ func TestSyscallSPPC(t *testing.T) {
 	}
 }
 
+// waitBlocked polls until every thread of tt but the spinner is blocked
+// in a system call (as /proc/PID/task/TID/syscall shows): right after the
+// fixture says it is ready, a thread may still be on its way there.
+func waitBlocked(t *testing.T, tt *threadsTarget) {
+	t.Helper()
+	spinner := tt.tids[1]
+	var bad string
+	for range pollTries {
+		bad = ""
+		for _, tid := range tt.tids {
+			if tid == spinner {
+				continue
+			}
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/syscall", tt.pid, tid))
+			if sp, _ := syscallSPPC(b); err != nil || sp == 0 {
+				bad = fmt.Sprintf("thread %d: %q, %v", tid, b, err)
+				break
+			}
+		}
+		if bad == "" {
+			return
+		}
+		time.Sleep(pollInterval)
+	}
+	t.Fatalf("process %d: not every thread but the spinner is blocked: %s", tt.pid, bad)
+}
+
 // TestRehearse: Attach calls Options.Rehearse before the stop with a view
 // of the running process: its first threads, the main thread first, each
 // blocked one with the stack and instruction pointers the stop then
 // shows (ptrace's registers are the oracle) and the spinning one with
 // none; the modules the stop then lists; its memory (the value the
 // program printed). The page it read is in the stop's cache when Attach
-// returns, read again once stopped. A Rehearse that panics changes
-// nothing.
+// returns, read again once stopped. A Rehearse that panics, or that runs
+// past its time (its reads then fail), changes nothing; a signal during
+// it ends Attach before anything is stopped.
 func TestRehearse(t *testing.T) {
 	tt := startThreads(t)
+	waitBlocked(t, tt)
+	spinner := tt.tids[1]
 	type seen struct {
 		pid     int
 		threads []target.Thread
@@ -80,30 +115,19 @@ func TestRehearse(t *testing.T) {
 		for _, th := range p.Threads() {
 			stopped[th.TID] = th.Regs
 		}
-		blocked, running := 0, 0
 		for _, th := range s.threads {
-			r, ok := stopped[th.TID]
+			r := stopped[th.TID]
 			switch {
-			case !ok:
-				t.Fatalf("thread %d of the rehearsal is not among the stopped ones", th.TID)
-			case th.Regs.Rsp == 0 && th.Regs.Rip == 0:
-				running++
-			case th.Regs.Rsp == r.Rsp && th.Regs.Rip == r.Rip:
-				blocked++
-			default:
-				t.Errorf("thread %d: rsp %#x rip %#x in the rehearsal, %#x %#x once stopped", th.TID, th.Regs.Rsp, th.Regs.Rip, r.Rsp, r.Rip)
+			case th.TID == spinner:
+				if th.Regs.Rsp != 0 || th.Regs.Rip != 0 {
+					t.Errorf("spinning thread %d: rsp %#x rip %#x in the rehearsal, want none", th.TID, th.Regs.Rsp, th.Regs.Rip)
+				}
+			case th.Regs.Rsp == 0 || th.Regs.Rsp != r.Rsp || th.Regs.Rip != r.Rip:
+				t.Errorf("blocked thread %d: rsp %#x rip %#x in the rehearsal, %#x %#x once stopped", th.TID, th.Regs.Rsp, th.Regs.Rip, r.Rsp, r.Rip)
 			}
 			if th.Regs.FSBase != 0 {
 				t.Errorf("thread %d: fs_base %#x in the rehearsal, which cannot read it", th.TID, th.Regs.FSBase)
 			}
-		}
-		// The main thread pauses, one thread spins, the pipe reader
-		// blocks; the sleeper may be between two sleeps.
-		if m := s.threads[0]; m.Regs.Rsp != stopped[m.TID].Rsp || m.Regs.Rsp == 0 {
-			t.Errorf("main thread: rsp %#x in the rehearsal, %#x once stopped", m.Regs.Rsp, stopped[m.TID].Rsp)
-		}
-		if running != 1 || blocked < 2 {
-			t.Errorf("%d threads running and %d blocked in the rehearsal, want 1 (the spinner) and at least 2", running, blocked)
 		}
 		page := tt.global &^ (target.PageSize - 1)
 		if !slices.Contains(p.cache.Pages(), page) {
@@ -112,10 +136,15 @@ func TestRehearse(t *testing.T) {
 		checkThreads(t, p, tt)
 	})
 	t.Run("panics", func(t *testing.T) {
+		called := false
 		p := attach(t, tt.pid, Options{Rehearse: func(r *Running) {
+			called = true
 			_, _ = target.ReadUint64(r, tt.global)
 			panic("rehearsal")
 		}})
+		if !called {
+			t.Fatal("Rehearse was not called")
+		}
 		checkThreads(t, p, tt)
 		if err := p.Close(); err != nil {
 			t.Fatal(err)
@@ -123,16 +152,47 @@ func TestRehearse(t *testing.T) {
 		waitRunning(t, tt.pid)
 	})
 	t.Run("pointers", func(t *testing.T) {
+		var got []uint64
 		p := attach(t, tt.pid, Options{Rehearse: func(r *Running) {
 			r.SetThreadPointers([]uint64{0x1000, 0x2000})
-			var got []uint64
 			for _, th := range r.Threads() {
 				got = append(got, th.ThreadPointer())
 			}
-			if want := []uint64{0x1000, 0x2000, 0, 0}; !slices.Equal(got, want) {
-				t.Errorf("thread pointers %#x, want %#x", got, want)
+		}})
+		if want := []uint64{0x1000, 0x2000, 0, 0}; !slices.Equal(got, want) {
+			t.Errorf("thread pointers %#x, want %#x", got, want)
+		}
+		checkThreads(t, p, tt)
+	})
+	t.Run("over time", func(t *testing.T) {
+		var last error
+		reads := 0
+		p := attach(t, tt.pid, Options{Rehearse: func(r *Running) {
+			for last == nil {
+				_, last = target.ReadUint64(r, tt.global)
+				reads++
 			}
 		}})
+		if !errors.Is(last, errRehearsalOver) || reads < 2 {
+			t.Fatalf("after %d reads the rehearsal's read gave %v, want %v", reads, last, errRehearsalOver)
+		}
 		checkThreads(t, p, tt)
+	})
+	t.Run("interrupted", func(t *testing.T) {
+		sigs := make(chan os.Signal, 1)
+		release := make(chan struct{})
+		defer close(release)
+		p, err := Attach(tt.pid, Options{Interrupt: sigs, Rehearse: func(r *Running) {
+			sigs <- unix.SIGINT
+			<-release
+		}})
+		if p != nil {
+			_ = p.Close()
+		}
+		var ie *InterruptedError
+		if !errors.As(err, &ie) || ie.Signal != unix.SIGINT || ie.PID != tt.pid || ie.Attached {
+			t.Fatalf("Attach: %v, want an interrupt by SIGINT before the stop", err)
+		}
+		waitRunning(t, tt.pid)
 	})
 }
