@@ -392,11 +392,10 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 // first-time costs of reading (code paged in, the runtime's layout looked
 // up, the unwinder's tables and the caches of the modules' images
 // filled) are paid before the stop, and the pages it read are read
-// again once stopped (ptrace.Options.Rehearse). The threads r shows are
-// given, by position, the thread pointers the runtime lists (the first,
-// the initial thread's, is usually the main thread's, which r shows
-// first; the others need not match), so that the threads' paths of the
-// report run too. Only the native backend is
+// again once stopped (ptrace.Options.Rehearse). The threads r shows have
+// the thread pointers found at the top of their stacks; the main thread
+// is given the first the runtime lists that no other has (the initial
+// thread's), so that the threads' paths of the report run too. Only the native backend is
 // rehearsed: the dll backend's library is not run over a process that
 // runs.
 func rehearse(r *ptrace.Running, view string, vf viewFlags) {

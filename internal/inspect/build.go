@@ -103,10 +103,10 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 
 // RuntimeThreadPointers returns the thread pointers (pthread_t values) of
 // at most n of the threads the OpenMP runtime of t lists in a table of its
-// own, in the table's order. LLVM's libomp keeps one; GNU libgomp keeps
-// none and gives none, as does a runtime that cannot be read. It serves a
-// rehearsal on a running process, whose threads' registers (the thread
-// pointer among them) cannot be read.
+// own, in the table's order (the initial thread's first). LLVM's libomp
+// keeps one; GNU libgomp keeps none and gives none, as does a runtime
+// that cannot be read. It serves a rehearsal on a running process, whose
+// threads' registers (the thread pointer among them) cannot be read.
 func RuntimeThreadPointers(t target.Target, n int) []uint64 {
 	rt, err := FindRuntime(t)
 	if err != nil || FamilyOf(rt) == gomp.Family {

@@ -2,9 +2,11 @@ package ptrace
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -15,8 +17,10 @@ import (
 // Options.Rehearse before it stops the process: its memory is read as it
 // changes (through a cache of its own, which Attach drops), its modules
 // are those Attach listed and opened before the stop, and of its threads
-// only a few are shown, whose registers cannot be read. Once the
-// rehearsal's time is up, every read fails. It implements
+// only a few are shown, whose registers cannot be read: only the stack
+// and instruction pointers of those blocked in the kernel, and, but for
+// the main thread, the thread pointer found at the top of their stacks.
+// Once the rehearsal's time is up, every read fails. It implements
 // target.Target (and target.ModuleFinder, target.PageReader,
 // target.PageListReader and target.Prefetcher, as a Process does), so
 // that the code that reads a stopped Process runs the same way over it.
@@ -50,13 +54,57 @@ const rehearsalThreads = 4
 const rehearsalMaxThreads = 64
 
 // newRunning returns the view of process pid with the modules Attach
-// opened before the stop.
+// opened before the stop. Its threads other than the main one are given
+// the thread pointer found at the top of their stacks (tcbAtStackTop).
 func newRunning(pid int, modules []*target.Module) *Running {
 	r := &Running{pid: pid, mem: newMemReader(pid, pid), modules: modules}
 	r.cache = target.NewMemCache(r)
 	r.threads = runningThreads(pid, rehearsalThreads)
+	if data, err := readProcFile(fmt.Sprintf("/proc/%d/maps", pid)); err == nil {
+		if maps, err := parseMaps(data); err == nil {
+			for i := range r.threads {
+				th := &r.threads[i]
+				if th.TID != pid && th.Regs.Rsp != 0 {
+					th.Regs.FSBase = tcbAtStackTop(r.mem.ReadPages, maps, th.Regs.Rsp)
+				}
+			}
+		}
+	}
 	return r
 }
+
+// tcbAtStackTop returns the thread pointer of the thread whose stack
+// pointer is sp, from the top of the anonymous mapping that holds sp: the
+// C library (glibc) places a thread's control block at the top of the
+// stack it makes for the thread, and on x86-64 that block's first word,
+// and its word 16 bytes in, are its own address, which is the thread
+// pointer. It returns 0 when the top two pages hold no such block (the
+// main thread's block lies elsewhere; another C library lays it out
+// otherwise) or cannot be read. A guess for a rehearsal only: a word
+// that happened to look like the block would name another address.
+func tcbAtStackTop(read func(addr uint64, buf []byte) (int, error), maps []mapping, sp uint64) uint64 {
+	i := slices.IndexFunc(maps, func(m mapping) bool { return sp >= m.start && sp < m.end })
+	if i < 0 || maps[i].inode != 0 || maps[i].end-maps[i].start < tcbSearch {
+		return 0
+	}
+	lo := maps[i].end - tcbSearch
+	buf := make([]byte, tcbSearch)
+	if n, _ := read(lo, buf); n != len(buf) {
+		return 0
+	}
+	for off := len(buf) - 24; off >= 0; off -= 8 {
+		x := lo + uint64(off)
+		if binary.LittleEndian.Uint64(buf[off:]) == x && binary.LittleEndian.Uint64(buf[off+16:]) == x {
+			return x
+		}
+	}
+	return 0
+}
+
+// tcbSearch is how much of the top of a thread's stack mapping
+// tcbAtStackTop reads: glibc's thread block is 2.3 KiB, under it only
+// alignment.
+const tcbSearch = 2 * target.PageSize
 
 // runningThreads returns at most n threads of process pid, the main
 // thread first, each with the stack pointer and instruction pointer
@@ -104,15 +152,29 @@ func syscallSPPC(line []byte) (sp, pc uint64) {
 	return sp, pc
 }
 
-// SetThreadPointers gives the view's threads, in order, the thread
-// pointers the caller found elsewhere (the runtime's own list of its
-// threads): a running thread's registers cannot be read. The threads
-// past the last pointer keep none.
+// SetThreadPointers gives the view's threads that have no thread pointer
+// (the main thread, whose block is not on its stack), in order, those of
+// ptrs that no thread has: pointers the caller found elsewhere (the
+// runtime's own list of its threads, the initial thread's first), since
+// a running thread's registers cannot be read.
 func (r *Running) SetThreadPointers(ptrs []uint64) {
+	have := make(map[uint64]bool, len(r.threads))
+	for _, th := range r.threads {
+		have[th.Regs.FSBase] = true
+	}
 	for i := range r.threads {
-		if i < len(ptrs) {
-			r.threads[i].Regs.FSBase = ptrs[i]
+		if r.threads[i].Regs.FSBase != 0 {
+			continue
 		}
+		for len(ptrs) > 0 && (ptrs[0] == 0 || have[ptrs[0]]) {
+			ptrs = ptrs[1:]
+		}
+		if len(ptrs) == 0 {
+			return
+		}
+		r.threads[i].Regs.FSBase = ptrs[0]
+		have[ptrs[0]] = true
+		ptrs = ptrs[1:]
 	}
 }
 

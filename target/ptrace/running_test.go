@@ -125,8 +125,15 @@ func TestRehearse(t *testing.T) {
 			case th.Regs.Rsp == 0 || th.Regs.Rsp != r.Rsp || th.Regs.Rip != r.Rip:
 				t.Errorf("blocked thread %d: rsp %#x rip %#x in the rehearsal, %#x %#x once stopped", th.TID, th.Regs.Rsp, th.Regs.Rip, r.Rsp, r.Rip)
 			}
-			if th.Regs.FSBase != 0 {
-				t.Errorf("thread %d: fs_base %#x in the rehearsal, which cannot read it", th.TID, th.Regs.FSBase)
+			// The main thread's block is not on its stack; the blocked
+			// threads' are at its top (the spinner's stack pointer is
+			// not known).
+			want := r.FSBase
+			if th.TID == tt.pid || th.TID == spinner {
+				want = 0
+			}
+			if th.Regs.FSBase != want {
+				t.Errorf("thread %d: thread pointer %#x in the rehearsal, want %#x (fs_base %#x once stopped)", th.TID, th.Regs.FSBase, want, r.FSBase)
 			}
 		}
 		page := tt.global &^ (target.PageSize - 1)
@@ -152,15 +159,32 @@ func TestRehearse(t *testing.T) {
 		waitRunning(t, tt.pid)
 	})
 	t.Run("pointers", func(t *testing.T) {
-		var got []uint64
+		// The threads that have none (the main thread, the spinner) take
+		// in order the pointers no thread has: not the second thread's,
+		// not zero. The previous attach's threads may still be on their
+		// way back into their system calls.
+		waitBlocked(t, tt)
+		var got []target.Thread
 		p := attach(t, tt.pid, Options{Rehearse: func(r *Running) {
-			r.SetThreadPointers([]uint64{0x1000, 0x2000})
-			for _, th := range r.Threads() {
-				got = append(got, th.ThreadPointer())
-			}
+			ths := r.Threads()
+			r.SetThreadPointers([]uint64{ths[1].Regs.FSBase, 0, 0x1000, 0x2000})
+			got = r.Threads()
 		}})
-		if want := []uint64{0x1000, 0x2000, 0, 0}; !slices.Equal(got, want) {
-			t.Errorf("thread pointers %#x, want %#x", got, want)
+		stopped := make(map[int]uint64)
+		for _, th := range p.Threads() {
+			stopped[th.TID] = th.Regs.FSBase
+		}
+		for i, th := range got {
+			want := stopped[th.TID]
+			switch {
+			case i == 0:
+				want = 0x1000
+			case th.TID == spinner:
+				want = 0x2000
+			}
+			if th.ThreadPointer() != want {
+				t.Errorf("thread %d: thread pointer %#x, want %#x", th.TID, th.ThreadPointer(), want)
+			}
 		}
 		checkThreads(t, p, tt)
 	})
