@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
 	"github.com/ompd-inspect/ompd-inspect/internal/inspect"
@@ -39,7 +40,10 @@ func TestRuntimeThreadPointers(t *testing.T) {
 			fp := fixture.Start(t, c.fx, c.opts(t))
 			var ptrs []uint64
 			var shown []target.Thread
-			p, err := ptrace.Attach(fp.PID, ptrace.Options{Rehearse: func(r *ptrace.Running) {
+			// As the command does, the modules are prepared (the stripped
+			// runtime's knowledge recovered) before the rehearsal, which
+			// may take all the time it needs.
+			p, err := ptrace.Attach(fp.PID, ptrace.Options{Prepare: inspect.PrepareImage, RehearsalBudget: time.Minute, Rehearse: func(r *ptrace.Running) {
 				ptrs = inspect.RuntimeThreadPointers(r, 4)
 				r.SetThreadPointers(ptrs)
 				shown = r.Threads()

@@ -102,7 +102,11 @@ func Attach(pid int, opts Options) (*Process, error) {
 		return nil, &InterruptedError{PID: pid, Signal: sig}
 	}
 	if opts.Rehearse != nil && st.Threads <= rehearsalMaxThreads {
-		if sig, ok := p.rehearse(opts.Rehearse, rehearsalBudget); ok {
+		budget := opts.RehearsalBudget
+		if budget <= 0 {
+			budget = DefaultRehearsalBudget
+		}
+		if sig, ok := p.rehearse(opts.Rehearse, budget); ok {
 			return nil, &InterruptedError{PID: pid, Signal: sig}
 		}
 	}
@@ -182,10 +186,11 @@ func Attach(pid int, opts Options) (*Process, error) {
 	return p, nil
 }
 
-// rehearsalBudget bounds a rehearsal: past it, the view's reads fail, and
-// what is left of the rehearsal ends at once. A rehearsal of a few
-// threads takes a millisecond or two.
-const rehearsalBudget = 200 * time.Millisecond
+// DefaultRehearsalBudget bounds a rehearsal (Options.RehearsalBudget):
+// past it, the view's reads fail, and what is left of the rehearsal ends
+// at once. A rehearsal of a few threads takes a millisecond or two once
+// the modules are prepared.
+const DefaultRehearsalBudget = 200 * time.Millisecond
 
 // rehearse calls f, on a goroutine of its own, with a view of the process
 // as it runs (Running), for at most budget; it keeps the pages f read for

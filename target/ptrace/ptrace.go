@@ -85,10 +85,13 @@ type Options struct {
 	// may be torn and must not be kept. Once the process is stopped and
 	// its modules listed again, the pages it read are read again into the
 	// stop's cache, a thousand to a call. It runs on a goroutine of its
-	// own: after 200 ms the view's reads fail, and a signal on Interrupt
-	// ends Attach at once. A panic in it is dropped. It is skipped for a
-	// process of more than 64 threads.
+	// own: after RehearsalBudget the view's reads fail, and a signal on
+	// Interrupt ends Attach at once. A panic in it is dropped. It is
+	// skipped for a process of more than 64 threads.
 	Rehearse func(*Running)
+	// RehearsalBudget is how long Rehearse may read; zero means
+	// DefaultRehearsalBudget.
+	RehearsalBudget time.Duration
 
 	// afterSeize, when set (by tests), runs on the tracing thread after a
 	// thread has been seized and before it is interrupted.

@@ -90,7 +90,7 @@ func TestRehearse(t *testing.T) {
 	t.Run("view", func(t *testing.T) {
 		var s seen
 		calls := 0
-		p := attach(t, tt.pid, Options{Rehearse: func(r *Running) {
+		p := attach(t, tt.pid, Options{RehearsalBudget: time.Minute, Rehearse: func(r *Running) {
 			calls++
 			s.pid, s.threads, s.mods = r.PID(), r.Threads(), modules(r.Modules())
 			s.global, s.err = target.ReadUint64(r, tt.global)
@@ -144,7 +144,7 @@ func TestRehearse(t *testing.T) {
 	})
 	t.Run("panics", func(t *testing.T) {
 		called := false
-		p := attach(t, tt.pid, Options{Rehearse: func(r *Running) {
+		p := attach(t, tt.pid, Options{RehearsalBudget: time.Minute, Rehearse: func(r *Running) {
 			called = true
 			_, _ = target.ReadUint64(r, tt.global)
 			panic("rehearsal")
@@ -165,7 +165,7 @@ func TestRehearse(t *testing.T) {
 		// way back into their system calls.
 		waitBlocked(t, tt)
 		var got []target.Thread
-		p := attach(t, tt.pid, Options{Rehearse: func(r *Running) {
+		p := attach(t, tt.pid, Options{RehearsalBudget: time.Minute, Rehearse: func(r *Running) {
 			ths := r.Threads()
 			r.SetThreadPointers([]uint64{ths[1].Regs.FSBase, 0, 0x1000, 0x2000})
 			got = r.Threads()
@@ -191,7 +191,7 @@ func TestRehearse(t *testing.T) {
 	t.Run("over time", func(t *testing.T) {
 		var last error
 		reads := 0
-		p := attach(t, tt.pid, Options{Rehearse: func(r *Running) {
+		p := attach(t, tt.pid, Options{RehearsalBudget: 20 * time.Millisecond, Rehearse: func(r *Running) {
 			for last == nil {
 				_, last = target.ReadUint64(r, tt.global)
 				reads++
@@ -206,7 +206,7 @@ func TestRehearse(t *testing.T) {
 		sigs := make(chan os.Signal, 1)
 		release := make(chan struct{})
 		defer close(release)
-		p, err := Attach(tt.pid, Options{Interrupt: sigs, Rehearse: func(r *Running) {
+		p, err := Attach(tt.pid, Options{Interrupt: sigs, RehearsalBudget: time.Minute, Rehearse: func(r *Running) {
 			sigs <- unix.SIGINT
 			<-release
 		}})
