@@ -111,7 +111,6 @@ func Attach(pid int, opts Options) (*Process, error) {
 		}
 	}
 	p.earlyModules = nil
-	p.own = openTaskFiles(pid, pid)
 	p.tr = startTracer()
 	stopReaper := reapTracedZombies(pid, p.tr.tid, p.seizes.stuck)
 	p.tr.do(func() {
@@ -143,7 +142,6 @@ func Attach(pid int, opts Options) (*Process, error) {
 			}
 		}
 		p.releaseEarly()
-		p.own.close()
 		return nil, err
 	}
 	for _, st := range p.tstate {

@@ -35,16 +35,6 @@ func readStatus(path string) (procStatus, error) {
 		return procStatus{}, err
 	}
 	defer f.Close()
-	return readStatusFile(f, path)
-}
-
-// readStatusFile reads the fields readStatus reads from the status file
-// f, opened at path, from its start.
-func readStatusFile(f *os.File, path string) (procStatus, error) {
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return procStatus{}, fmt.Errorf("%s: %w", path, err)
-	}
-	var err error
 	data := make([]byte, 0, 4096)
 	for len(data) < maxStatusBytes {
 		if len(data) == cap(data) {
@@ -235,19 +225,12 @@ func (p *Process) Alive() error {
 	// A killed process loses its memory before its threads become
 	// zombies: no mappings left for the thread memory was read through
 	// means it is gone too. Its first line is enough to tell: a thousand
-	// threads' stacks make the whole file long. The main thread's files
-	// were opened before the stop (Attach's openTaskFiles): opening them
-	// now would lengthen it.
-	own := p.own
-	if own == nil || own.tid != p.mem.tid {
-		own = openTaskFiles(p.pid, p.mem.tid)
-		defer own.close()
-	}
-	if !own.hasMappings() {
+	// threads' stacks make the whole file long.
+	if !hasMappings(filepath.Join(dir, strconv.Itoa(p.mem.tid), "maps")) {
 		return p.goneError()
 	}
 	// That thread is looked at first, the others only when it has ended.
-	if own.alive() {
+	if alive(filepath.Join(dir, strconv.Itoa(p.mem.tid), "status")) {
 		return nil
 	}
 	ents, err := os.ReadDir(dir)
@@ -265,56 +248,17 @@ func (p *Process) Alive() error {
 	return p.goneError()
 }
 
-// taskFiles are a thread's maps and status files, opened once and read
-// again from their start each time (a file that could not be opened is
-// nil).
-type taskFiles struct {
-	tid          int
-	maps, status *os.File
-}
-
-// openTaskFiles opens the maps and status files of thread tid of process
-// pid.
-func openTaskFiles(pid, tid int) *taskFiles {
-	dir := filepath.Join("/proc", strconv.Itoa(pid), "task", strconv.Itoa(tid))
-	tf := &taskFiles{tid: tid}
-	tf.maps, _ = os.Open(filepath.Join(dir, "maps"))
-	tf.status, _ = os.Open(filepath.Join(dir, "status"))
-	return tf
-}
-
-// hasMappings reports whether the thread's maps file can be read and
+// hasMappings reports whether the maps file at path can be read and
 // lists at least one mapping.
-func (tf *taskFiles) hasMappings() bool {
-	if tf.maps == nil {
-		return false
-	}
-	var b [64]byte
-	n, _ := tf.maps.ReadAt(b[:], 0)
-	return n > 0
-}
-
-// alive reports whether the thread is neither a zombie nor dead; false
-// when its status cannot be read (it went).
-func (tf *taskFiles) alive() bool {
-	if tf.status == nil {
-		return false
-	}
-	st, err := readStatusFile(tf.status, tf.status.Name())
+func hasMappings(path string) bool {
+	f, err := os.Open(path)
 	if err != nil {
 		return false
 	}
-	l := st.stateLetter()
-	return l != 'Z' && l != 'X'
-}
-
-// close closes the files.
-func (tf *taskFiles) close() {
-	for _, f := range []*os.File{tf.maps, tf.status} {
-		if f != nil {
-			_ = f.Close()
-		}
-	}
+	defer f.Close()
+	var b [64]byte
+	n, _ := f.Read(b[:])
+	return n > 0
 }
 
 // alive reports whether the thread whose status file is at path is

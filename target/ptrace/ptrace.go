@@ -144,9 +144,6 @@ type Process struct {
 
 	mem   *memReader
 	cache *target.MemCache
-	// own are the main thread's maps and status files, opened before the
-	// stop for Alive.
-	own *taskFiles
 
 	// seizes tells the zombie reaper when the tracing thread is stuck
 	// in a PTRACE_SEIZE (reapTracedZombies).
@@ -393,9 +390,6 @@ func (p *Process) Close() error {
 	p.closeOnce.Do(func() {
 		p.closeErr = p.Detach()
 		p.releaseEarly()
-		if p.own != nil {
-			p.own.close()
-		}
 		for _, img := range p.images {
 			closeImage(img)
 		}
