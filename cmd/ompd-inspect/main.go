@@ -392,10 +392,12 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 // first-time costs of reading (code paged in, the runtime's layout looked
 // up, the unwinder's tables and the caches of the modules' images
 // filled) are paid before the stop, and the pages it read are read
-// again once stopped (ptrace.Options.Rehearse). The threads r shows have
-// the thread pointers found at the top of their stacks; the main thread
-// is given the first the runtime lists that no other has (the initial
-// thread's), so that the threads' paths of the report run too. Only the native backend is
+// again once stopped (ptrace.Options.Rehearse). The threads r shows that
+// were blocked have the thread pointers found at the top of their
+// stacks; those without one (the main thread, threads that ran) are
+// given in order those the runtime lists that no other has, the main
+// thread the initial thread's, so that the threads' paths of the report
+// run too. Only the native backend is
 // rehearsed: the dll backend's library is not run over a process that
 // runs.
 func rehearse(r *ptrace.Running, view string, vf viewFlags) {

@@ -65,20 +65,22 @@ func TestRuntimeThreadPointers(t *testing.T) {
 				fsBase[th.Regs.FSBase] = th.TID
 				stopped[th.TID] = th.Regs.FSBase
 			}
-			// Every thread the rehearsal showed has its own thread
-			// pointer or none: the main thread the runtime's first (none
-			// on libgomp), the others the one at the top of their stacks
-			// (none while they run).
+			// The main thread has the runtime's first pointer, its own
+			// (none on libgomp); a thread blocked in the kernel, whose
+			// stack pointer the rehearsal knew, its own from the top of
+			// its stack; a thread that ran, one of the runtime's or none.
 			for i, th := range shown {
-				want := stopped[th.TID]
-				switch {
+				switch want := stopped[th.TID]; {
 				case i == 0 && c.want == 0:
-					want = 0
-				case i > 0 && th.ThreadPointer() == 0:
-					continue
-				}
-				if th.ThreadPointer() != want {
-					t.Errorf("rehearsal thread %d: thread pointer %#x, want %#x", th.TID, th.ThreadPointer(), want)
+					if th.ThreadPointer() != 0 {
+						t.Errorf("main thread %d: thread pointer %#x on libgomp, want none", th.TID, th.ThreadPointer())
+					}
+				case i == 0 || th.Regs.Rsp != 0:
+					if th.ThreadPointer() != want {
+						t.Errorf("rehearsal thread %d (rsp %#x): thread pointer %#x, want %#x", th.TID, th.Regs.Rsp, th.ThreadPointer(), want)
+					}
+				case th.ThreadPointer() != 0 && !slices.Contains(ptrs, th.ThreadPointer()):
+					t.Errorf("running thread %d: thread pointer %#x, neither none nor the runtime's %#x", th.TID, th.ThreadPointer(), ptrs)
 				}
 			}
 			for i, ptr := range ptrs {

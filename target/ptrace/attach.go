@@ -110,7 +110,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 			return nil, &InterruptedError{PID: pid, Signal: sig}
 		}
 	}
-	p.earlyModules = nil
+	p.earlyModules, p.earlyMaps = nil, nil
 	p.tr = startTracer()
 	stopReaper := reapTracedZombies(pid, p.tr.tid, p.seizes.stuck)
 	p.tr.do(func() {
@@ -196,7 +196,7 @@ const DefaultRehearsalBudget = 200 * time.Millisecond
 // interrupt channel ends it at once: it returns the signal and true, and
 // the images opened early are released once f has returned.
 func (p *Process) rehearse(f func(*Running), budget time.Duration) (syscall.Signal, bool) {
-	r := newRunning(p.pid, p.earlyModules)
+	r := newRunning(p.pid, p.earlyModules, p.earlyMaps)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

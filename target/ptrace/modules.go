@@ -278,17 +278,26 @@ type moduleInfo struct {
 // one of its live threads. It returns warnings for modules it could list
 // but not read.
 func loadModules(pid, tid int, exe string, files fileOps) ([]moduleInfo, []string, error) {
-	path := fmt.Sprintf("/proc/%d/maps", tid)
-	data, err := readProcFile(path)
+	maps, err := readMaps(pid, tid)
 	if err != nil {
-		return nil, nil, fmt.Errorf("process %d: reading the mappings: %w", pid, err)
-	}
-	maps, err := parseMaps(data)
-	if err != nil {
-		return nil, nil, fmt.Errorf("process %d: %s: %w", pid, path, err)
+		return nil, nil, err
 	}
 	mods, warns := buildModules(groupMappings(maps, exe), tid, files)
 	return mods, warns, nil
+}
+
+// readMaps reads and parses /proc/TID/maps of thread tid of process pid.
+func readMaps(pid, tid int) ([]mapping, error) {
+	path := fmt.Sprintf("/proc/%d/maps", tid)
+	data, err := readProcFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: reading the mappings: %w", pid, err)
+	}
+	maps, err := parseMaps(data)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %s: %w", pid, path, err)
+	}
+	return maps, nil
 }
 
 // mapFilesPath names the /proc/TID/map_files entry of a mapping, which
@@ -605,10 +614,12 @@ func (p *Process) openEarly(prepare func(*elf.Image)) {
 	if err != nil {
 		return
 	}
-	mods, _, err := loadModules(p.pid, p.pid, exe, realFiles{p.imageOpts})
+	maps, err := readMaps(p.pid, p.pid)
 	if err != nil {
 		return
 	}
+	p.earlyMaps = maps
+	mods, _ := buildModules(groupMappings(maps, exe), p.pid, realFiles{p.imageOpts})
 	p.early = make(map[string]image)
 	// As many at a time as there are CPUs: each may hold a module's
 	// debug information.

@@ -159,9 +159,11 @@ type Process struct {
 	early    map[string]image
 	prepared sync.WaitGroup
 	// earlyModules are the modules listed before the stop, with the
-	// images opened then, for the rehearsal (Options.Rehearse); rehearsed
-	// are the pages the rehearsal read, read again once stopped.
+	// images opened then, and earlyMaps the mappings they were listed
+	// from, for the rehearsal (Options.Rehearse); rehearsed are the pages
+	// the rehearsal read, read again once stopped.
 	earlyModules []*target.Module
+	earlyMaps    []mapping
 	rehearsed    []uint64
 
 	closed     atomic.Bool

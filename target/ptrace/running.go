@@ -54,20 +54,25 @@ const rehearsalThreads = 4
 const rehearsalMaxThreads = 64
 
 // newRunning returns the view of process pid with the modules Attach
-// opened before the stop. Its threads other than the main one are given
-// the thread pointer found at the top of their stacks (tcbAtStackTop).
-func newRunning(pid int, modules []*target.Module) *Running {
+// opened before the stop, listed from maps. Its threads other than the
+// main one whose stack pointer is known are given the thread pointer
+// found at the top of their stacks (tcbAtStackTop); one found for two
+// threads (stacks in one mapping) is given to neither.
+func newRunning(pid int, modules []*target.Module, maps []mapping) *Running {
 	r := &Running{pid: pid, mem: newMemReader(pid, pid), modules: modules}
 	r.cache = target.NewMemCache(r)
 	r.threads = runningThreads(pid, rehearsalThreads)
-	if data, err := readProcFile(fmt.Sprintf("/proc/%d/maps", pid)); err == nil {
-		if maps, err := parseMaps(data); err == nil {
-			for i := range r.threads {
-				th := &r.threads[i]
-				if th.TID != pid && th.Regs.Rsp != 0 {
-					th.Regs.FSBase = tcbAtStackTop(r.mem.ReadPages, maps, th.Regs.Rsp)
-				}
-			}
+	seen := make(map[uint64]int)
+	for i := range r.threads {
+		th := &r.threads[i]
+		if th.TID != pid && th.Regs.Rsp != 0 {
+			th.Regs.FSBase = tcbAtStackTop(r.mem.ReadPages, maps, th.Regs.Rsp)
+			seen[th.Regs.FSBase]++
+		}
+	}
+	for i := range r.threads {
+		if seen[r.threads[i].Regs.FSBase] > 1 {
+			r.threads[i].Regs.FSBase = 0
 		}
 	}
 	return r
@@ -153,10 +158,12 @@ func syscallSPPC(line []byte) (sp, pc uint64) {
 }
 
 // SetThreadPointers gives the view's threads that have no thread pointer
-// (the main thread, whose block is not on its stack), in order, those of
-// ptrs that no thread has: pointers the caller found elsewhere (the
-// runtime's own list of its threads, the initial thread's first), since
-// a running thread's registers cannot be read.
+// (the main thread, whose block is not on its stack, and the threads that
+// run, whose stack pointer is not known), in order, those of ptrs that no
+// thread has: pointers the caller found elsewhere (the runtime's own list
+// of its threads, the initial thread's first), since a running thread's
+// registers cannot be read. Only the main thread's is sure to be its own
+// (when the initial thread is the main thread, as it usually is).
 func (r *Running) SetThreadPointers(ptrs []uint64) {
 	have := make(map[uint64]bool, len(r.threads))
 	for _, th := range r.threads {
