@@ -1171,7 +1171,18 @@ func TestMainThreadExited(t *testing.T) {
 		}
 	}
 
-	p := attach(t, pid, Options{})
+	// A rehearsal reads through the process id: with the main thread
+	// gone it reads nothing (and the modules listed before the stop were
+	// listed through it: none), and the attach is as without it.
+	var rehearsed []target.Thread
+	var rehearsalErr error
+	p := attach(t, pid, Options{RehearsalBudget: time.Minute, Rehearse: func(r *Running) {
+		rehearsed = r.Threads()
+		_, rehearsalErr = target.ReadUint64(r, global)
+	}})
+	if len(rehearsed) == 0 || rehearsed[0].TID != pid || rehearsed[0].Regs.Rsp != 0 || rehearsalErr == nil {
+		t.Fatalf("rehearsal: threads %+v, reading the_global: %v; want the main thread first, without registers, and no memory", rehearsed, rehearsalErr)
+	}
 	if got := threadTIDs(p); fmt.Sprint(got) != fmt.Sprint(others) {
 		t.Fatalf("threads %v, want %v", got, others)
 	}
