@@ -97,6 +97,14 @@ func Attach(pid int, opts Options) (*Process, error) {
 			return nil, &InterruptedError{PID: pid, Signal: sig}
 		}
 	}
+	// What is read before the stop is read through a live thread: a main
+	// thread that has exited (pthread_exit) has no memory or mappings.
+	p.earlyTID = pid
+	if st.stateLetter() == 'Z' {
+		if tid := firstLiveThread(pid); tid > 0 {
+			p.earlyTID = tid
+		}
+	}
 	p.openEarly(opts.Prepare)
 	if sig, ok := p.waitPrepared(); ok {
 		return nil, &InterruptedError{PID: pid, Signal: sig}
@@ -196,7 +204,7 @@ const DefaultRehearsalBudget = 200 * time.Millisecond
 // interrupt channel ends it at once: it returns the signal and true, and
 // the images opened early are released once f has returned.
 func (p *Process) rehearse(f func(*Running), budget time.Duration) (syscall.Signal, bool) {
-	r := newRunning(p.pid, p.earlyModules, p.earlyMaps)
+	r := newRunning(p.pid, p.earlyTID, p.earlyModules, p.earlyMaps)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

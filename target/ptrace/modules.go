@@ -610,16 +610,16 @@ func elfImage(img image) *elf.Image {
 // What cannot be read now is left for loadModules to find and report
 // once the process is stopped: nothing here is warned about.
 func (p *Process) openEarly(prepare func(*elf.Image)) {
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.pid))
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.earlyTID))
 	if err != nil {
 		return
 	}
-	maps, err := readMaps(p.pid, p.pid)
+	maps, err := readMaps(p.pid, p.earlyTID)
 	if err != nil {
 		return
 	}
 	p.earlyMaps = maps
-	mods, _ := buildModules(groupMappings(maps, exe), p.pid, realFiles{p.imageOpts})
+	mods, _ := buildModules(groupMappings(maps, exe), p.earlyTID, realFiles{p.imageOpts})
 	p.early = make(map[string]image)
 	// As many at a time as there are CPUs: each may hold a module's
 	// debug information.

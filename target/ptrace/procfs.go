@@ -261,6 +261,21 @@ func hasMappings(path string) bool {
 	return n > 0
 }
 
+// firstLiveThread returns the first thread of process pid, by id, that
+// is neither a zombie nor dead; 0 when there is none.
+func firstLiveThread(pid int) int {
+	tids, err := listTasks(pid)
+	if err != nil {
+		return 0
+	}
+	for _, tid := range tids {
+		if alive(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid)) {
+			return tid
+		}
+	}
+	return 0
+}
+
 // alive reports whether the thread whose status file is at path is
 // neither a zombie nor dead; false when it cannot be read (it went).
 func alive(path string) bool {

@@ -165,6 +165,9 @@ type Process struct {
 	earlyModules []*target.Module
 	earlyMaps    []mapping
 	rehearsed    []uint64
+	// earlyTID is the live thread the process is read through before
+	// the stop: the main thread unless it has exited.
+	earlyTID int
 
 	closed     atomic.Bool
 	detachOnce sync.Once

@@ -1171,17 +1171,32 @@ func TestMainThreadExited(t *testing.T) {
 		}
 	}
 
-	// A rehearsal reads through the process id: with the main thread
-	// gone it reads nothing (and the modules listed before the stop were
-	// listed through it: none), and the attach is as without it.
+	// Before the stop the process is read through a live thread: the
+	// rehearsal sees its memory and its modules, though the main thread
+	// (shown first, without registers) has exited.
 	var rehearsed []target.Thread
+	var rehearsalMods []string
+	var rehearsalVal uint64
 	var rehearsalErr error
 	p := attach(t, pid, Options{RehearsalBudget: time.Minute, Rehearse: func(r *Running) {
 		rehearsed = r.Threads()
-		_, rehearsalErr = target.ReadUint64(r, global)
+		for _, m := range r.Modules() {
+			rehearsalMods = append(rehearsalMods, fmt.Sprintf("%s %#x-%#x %v", m.Name, m.Start, m.End, m.Image != nil))
+		}
+		rehearsalVal, rehearsalErr = target.ReadUint64(r, global)
 	}})
-	if len(rehearsed) == 0 || rehearsed[0].TID != pid || rehearsed[0].Regs.Rsp != 0 || rehearsalErr == nil {
-		t.Fatalf("rehearsal: threads %+v, reading the_global: %v; want the main thread first, without registers, and no memory", rehearsed, rehearsalErr)
+	if len(rehearsed) == 0 || rehearsed[0].TID != pid || rehearsed[0].Regs.Rsp != 0 {
+		t.Fatalf("rehearsal threads %+v; want the main thread first, without registers", rehearsed)
+	}
+	if rehearsalErr != nil || rehearsalVal != 0x1122334455667788 {
+		t.Fatalf("the_global read in the rehearsal: %#x, %v", rehearsalVal, rehearsalErr)
+	}
+	var mods []string
+	for _, m := range p.Modules() {
+		mods = append(mods, fmt.Sprintf("%s %#x-%#x %v", m.Name, m.Start, m.End, m.Image != nil))
+	}
+	if len(mods) == 0 || fmt.Sprint(mods) != fmt.Sprint(rehearsalMods) {
+		t.Fatalf("modules in the rehearsal:\n%v\nonce stopped:\n%v", rehearsalMods, mods)
 	}
 	if got := threadTIDs(p); fmt.Sprint(got) != fmt.Sprint(others) {
 		t.Fatalf("threads %v, want %v", got, others)

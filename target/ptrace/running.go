@@ -53,13 +53,14 @@ const rehearsalThreads = 4
 // reads (the runtime's table of every thread) would add to the peak.
 const rehearsalMaxThreads = 64
 
-// newRunning returns the view of process pid with the modules Attach
-// opened before the stop, listed from maps. Its threads other than the
-// main one whose stack pointer is known are given the thread pointer
-// found at the top of their stacks (tcbAtStackTop); one found for two
-// threads (stacks in one mapping) is given to neither.
-func newRunning(pid int, modules []*target.Module, maps []mapping) *Running {
-	r := &Running{pid: pid, mem: newMemReader(pid, pid), modules: modules}
+// newRunning returns the view of process pid, read through its live
+// thread tid, with the modules Attach opened before the stop, listed from
+// maps. Its threads other than the main one whose stack pointer is known
+// are given the thread pointer found at the top of their stacks
+// (tcbAtStackTop); one found for two threads (stacks in one mapping) is
+// given to neither.
+func newRunning(pid, tid int, modules []*target.Module, maps []mapping) *Running {
+	r := &Running{pid: pid, mem: newMemReader(pid, tid), modules: modules}
 	r.cache = target.NewMemCache(r)
 	r.threads = runningThreads(pid, rehearsalThreads)
 	seen := make(map[uint64]int)
