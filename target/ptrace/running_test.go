@@ -199,16 +199,21 @@ func TestRehearse(t *testing.T) {
 		checkThreads(t, p, tt)
 	})
 	t.Run("over time", func(t *testing.T) {
-		// A rehearsal that would read for ever: once its time is up its
-		// reads fail, and Attach goes on.
-		var last error
+		// A rehearsal that would read for ever, until its reads say its
+		// time is up: they do, and Attach goes on. (A read that began
+		// just before may fail otherwise: the page it was fetching is
+		// then not read.)
+		reads := 0
 		p := attach(t, tt.pid, Options{RehearsalBudget: 20 * time.Millisecond, Rehearse: func(r *Running) {
-			for last == nil {
-				_, last = target.ReadUint64(r, tt.global)
+			for {
+				reads++
+				if _, err := target.ReadUint64(r, tt.global); errors.Is(err, errRehearsalOver) {
+					return
+				}
 			}
 		}})
-		if !errors.Is(last, errRehearsalOver) {
-			t.Fatalf("the rehearsal's last read gave %v, want %v", last, errRehearsalOver)
+		if reads == 0 {
+			t.Fatal("Rehearse was not called")
 		}
 		checkThreads(t, p, tt)
 	})
