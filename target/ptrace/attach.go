@@ -99,26 +99,24 @@ func Attach(pid int, opts Options) (*Process, error) {
 	}
 	// What is read before the stop is read through a live thread: a main
 	// thread that has exited (pthread_exit) has no memory or mappings.
-	p.earlyTID = pid
+	earlyTID := pid
 	if st.stateLetter() == 'Z' {
 		if tid := firstLiveThread(pid); tid > 0 {
-			p.earlyTID = tid
+			earlyTID = tid
 		}
 	}
-	p.openEarly(opts.Prepare)
+	early := p.openEarly(earlyTID, opts.Prepare)
 	if sig, ok := p.waitPrepared(); ok {
 		return nil, &InterruptedError{PID: pid, Signal: sig}
 	}
+	var rehearsed []uint64 // the pages the rehearsal read
 	if opts.Rehearse != nil && st.Threads <= rehearsalMaxThreads {
-		budget := opts.RehearsalBudget
-		if budget <= 0 {
-			budget = DefaultRehearsalBudget
-		}
-		if sig, ok := p.rehearse(opts.Rehearse, budget); ok {
+		var sig syscall.Signal
+		var interrupted bool
+		if rehearsed, sig, interrupted = p.rehearse(opts.Rehearse, opts.RehearsalBudget, early); interrupted {
 			return nil, &InterruptedError{PID: pid, Signal: sig}
 		}
 	}
-	p.earlyModules, p.earlyMaps = nil, nil
 	p.tr = startTracer()
 	stopReaper := reapTracedZombies(pid, p.tr.tid, p.seizes.stuck)
 	p.tr.do(func() {
@@ -176,18 +174,15 @@ func Attach(pid int, opts Options) (*Process, error) {
 		return nil, err
 	}
 	for _, m := range mods {
-		mod := &target.Module{Name: m.name, File: m.file, Start: m.start, End: m.end, Bias: m.bias}
 		if m.img != nil {
 			p.images = append(p.images, m.img)
-			mod.Image = elfImage(m.img)
 		}
-		p.modules = append(p.modules, mod)
+		p.modules = append(p.modules, m.targetModule(m.img))
 	}
-	if len(p.rehearsed) > 0 {
-		// What the rehearsal read is what the caller reads first: in
-		// one call now instead of a call a page.
-		p.cache.Prefetch(p.rehearsed)
-		p.rehearsed = nil
+	if len(rehearsed) > 0 {
+		// What the rehearsal read is what the caller reads first: a
+		// thousand pages to a call now instead of a call a page.
+		p.cache.Prefetch(rehearsed)
 	}
 	return p, nil
 }
@@ -199,12 +194,16 @@ func Attach(pid int, opts Options) (*Process, error) {
 const DefaultRehearsalBudget = 200 * time.Millisecond
 
 // rehearse calls f, on a goroutine of its own, with a view of the process
-// as it runs (Running), for at most budget; it keeps the pages f read for
-// Attach to read again once the process is stopped. A signal on the
-// interrupt channel ends it at once: it returns the signal and true, and
-// the images opened early are released once f has returned.
-func (p *Process) rehearse(f func(*Running), budget time.Duration) (syscall.Signal, bool) {
-	r := newRunning(p.pid, p.earlyTID, p.earlyModules, p.earlyMaps)
+// as it runs (Running) over what openEarly listed, for at most budget
+// (DefaultRehearsalBudget when not positive), and returns the pages f
+// read, for Attach to read again once the process is stopped. A signal on
+// the interrupt channel ends it at once: it returns the signal and true,
+// and the images opened early are released once f has returned.
+func (p *Process) rehearse(f func(*Running), budget time.Duration, early earlyListing) ([]uint64, syscall.Signal, bool) {
+	if budget <= 0 {
+		budget = DefaultRehearsalBudget
+	}
+	r := newRunning(p.pid, early)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -229,12 +228,11 @@ func (p *Process) rehearse(f func(*Running), budget time.Duration) (syscall.Sign
 				_ = r.mem.close()
 				p.releaseEarly()
 			}()
-			return toSyscallSignal(s), true
+			return nil, toSyscallSignal(s), true
 		}
 	}
 	_ = r.mem.close()
-	p.rehearsed = r.pages()
-	return 0, false
+	return r.pages(), 0, false
 }
 
 // reaperInterval is how often reapTracedZombies looks whether the

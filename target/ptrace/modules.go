@@ -605,51 +605,72 @@ func elfImage(img image) *elf.Image {
 	return im
 }
 
-// openEarly opens the files of the process's modules from its mappings
-// before it is stopped, and starts prepare (when not nil) on each image.
-// What cannot be read now is left for loadModules to find and report
-// once the process is stopped: nothing here is warned about.
-func (p *Process) openEarly(prepare func(*elf.Image)) {
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.earlyTID))
+// earlyListing is what openEarly listed before the stop, for the
+// rehearsal: the live thread the process was read through, the mappings,
+// and the modules with the images opened then.
+type earlyListing struct {
+	tid     int
+	maps    []mapping
+	modules []*target.Module
+}
+
+// targetModule is m as a target.Module, with img's image.
+func (m moduleInfo) targetModule(img image) *target.Module {
+	return &target.Module{Name: m.name, File: m.file, Start: m.start, End: m.end, Bias: m.bias, Image: elfImage(img)}
+}
+
+// openEarly opens the files of the process's modules from its mappings,
+// read through its live thread tid, before it is stopped, and starts
+// prepare (when not nil) on each image. What cannot be read now is left
+// for loadModules to find and report once the process is stopped:
+// nothing here is warned about.
+func (p *Process) openEarly(tid int, prepare func(*elf.Image)) earlyListing {
+	listed := earlyListing{tid: tid}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", tid))
 	if err != nil {
-		return
+		return listed
 	}
-	maps, err := readMaps(p.pid, p.earlyTID)
-	if err != nil {
-		return
+	if listed.maps, err = readMaps(p.pid, tid); err != nil {
+		return listed
 	}
-	p.earlyMaps = maps
-	mods, _ := buildModules(groupMappings(maps, exe), p.earlyTID, realFiles{p.imageOpts})
+	mods, _ := buildModules(groupMappings(listed.maps, exe), tid, realFiles{p.imageOpts})
 	p.early = make(map[string]image)
 	// As many at a time as there are CPUs: each may hold a module's
 	// debug information.
 	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
 	for _, m := range mods {
-		mod := &target.Module{Name: m.name, File: m.file, Start: m.start, End: m.end, Bias: m.bias}
-		p.earlyModules = append(p.earlyModules, mod)
-		if m.img == nil {
-			continue
+		img := m.img
+		kept, dup := p.early[m.file]
+		switch {
+		case img == nil:
+		case dup: // one file mapped as two modules: one image
+			closeImage(img)
+			img = kept
+		default:
+			p.early[m.file] = img
+			p.startPrepare(elfImage(img), prepare, slots)
 		}
-		if kept, dup := p.early[m.file]; dup {
-			closeImage(m.img)
-			mod.Image = elfImage(kept)
-			continue
-		}
-		p.early[m.file] = m.img
-		mod.Image = elfImage(m.img)
-		if im := elfImage(m.img); im != nil && prepare != nil {
-			p.prepared.Add(1)
-			go func() {
-				defer p.prepared.Done()
-				slots <- struct{}{}
-				defer func() { <-slots }()
-				// A panic on a hostile file is not Prepare's to
-				// report: the same work, done again when the report
-				// needs it, fails there with one line.
-				defer func() { _ = recover() }()
-				prepare(im)
-			}()
-		}
+		listed.modules = append(listed.modules, m.targetModule(img))
+	}
+	return listed
+}
+
+// startPrepare runs prepare (when not nil) on im (when not nil) on a
+// goroutine of its own, counted in p.prepared, at most as many at a time
+// as slots holds.
+func (p *Process) startPrepare(im *elf.Image, prepare func(*elf.Image), slots chan struct{}) {
+	if im != nil && prepare != nil {
+		p.prepared.Add(1)
+		go func() {
+			defer p.prepared.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			// A panic on a hostile file is not Prepare's to
+			// report: the same work, done again when the report
+			// needs it, fails there with one line.
+			defer func() { _ = recover() }()
+			prepare(im)
+		}()
 	}
 }
 

@@ -158,16 +158,6 @@ type Process struct {
 	// counts the Prepare calls still running on them.
 	early    map[string]image
 	prepared sync.WaitGroup
-	// earlyModules are the modules listed before the stop, with the
-	// images opened then, and earlyMaps the mappings they were listed
-	// from, for the rehearsal (Options.Rehearse); rehearsed are the pages
-	// the rehearsal read, read again once stopped.
-	earlyModules []*target.Module
-	earlyMaps    []mapping
-	rehearsed    []uint64
-	// earlyTID is the live thread the process is read through before
-	// the stop: the main thread unless it has exited.
-	earlyTID int
 
 	closed     atomic.Bool
 	detachOnce sync.Once

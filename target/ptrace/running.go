@@ -53,16 +53,17 @@ const rehearsalThreads = 4
 // reads (the runtime's table of every thread) would add to the peak.
 const rehearsalMaxThreads = 64
 
-// newRunning returns the view of process pid, read through its live
-// thread tid, with the modules Attach opened before the stop, listed from
-// maps. Its threads other than the main one whose stack pointer is known
-// are given the thread pointer found at the top of their stacks
-// (tcbAtStackTop); one found for two threads (stacks in one mapping) is
-// given to neither.
-func newRunning(pid, tid int, modules []*target.Module, maps []mapping) *Running {
-	r := &Running{pid: pid, mem: newMemReader(pid, tid), modules: modules}
+// newRunning returns the view of process pid over what openEarly listed
+// before the stop: read through the live thread it was listed through,
+// with its modules. Its threads other than the main one whose stack
+// pointer is known are given the thread pointer found at the top of their
+// stacks (tcbAtStackTop, in the mappings listed); one found for two
+// threads (stacks in one mapping) is given to neither.
+func newRunning(pid int, early earlyListing) *Running {
+	r := &Running{pid: pid, mem: newMemReader(pid, early.tid), modules: early.modules}
 	r.cache = target.NewMemCache(r)
 	r.threads = runningThreads(pid, rehearsalThreads)
+	maps := early.maps
 	seen := make(map[uint64]int)
 	for i := range r.threads {
 		th := &r.threads[i]
@@ -117,18 +118,15 @@ const tcbSearch = 2 * target.PageSize
 // /proc/PID/task/TID/syscall shows for a thread blocked in a system call
 // (none for one that runs).
 func runningThreads(pid, n int) []target.Thread {
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	tids, err := listTasks(pid)
 	if err != nil {
 		return nil
 	}
-	tids := make(map[int]bool, len(ents))
-	for _, e := range ents {
-		if tid, err := strconv.Atoi(e.Name()); err == nil && tid > 0 {
-			tids[tid] = true
-		}
+	if i := slices.Index(tids, pid); i > 0 {
+		tids = slices.Insert(slices.Delete(tids, i, i+1), 0, pid)
 	}
 	var out []target.Thread
-	for _, tid := range mainFirst(pid, tids) {
+	for _, tid := range tids {
 		if len(out) == n {
 			break
 		}
