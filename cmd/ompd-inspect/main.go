@@ -315,26 +315,7 @@ func viewArg(args []string) (string, error) {
 // attaching or attached ends ompd-inspect with one line, the target
 // released.
 func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) ([]*inspect.Report, error) {
-	// The files' work is done before the process is stopped: what Build
-	// needs, and what unwinding needs (some views unwind too, to infer
-	// states); the debug information that names frames only for the
-	// views that show them.
-	prepStacks := stacks.PrepareUnwind
-	if stackViews[view] {
-		prepStacks = stacks.PrepareImage
-	}
-	popts := ptrace.Options{Interrupt: sigs, CachePagesPerThread: cachePagesPerThread, HeapPerThread: heapPerThread, Prepare: func(im *elf.Image) {
-		// One image at a time here: Attach prepares as many images at
-		// once as there are CPUs.
-		inspect.PrepareImage(im)
-		prepStacks(im)
-	}}
-	if vf.images != nil {
-		popts.Images = *vf.images
-	}
-	if vf.backend != backend.NameDLL {
-		popts.Rehearse = func(r *ptrace.Running) { rehearse(r, view, vf) }
-	}
+	popts := attachOptions(view, vf, sigs)
 	pt := vf.times
 	if pt != nil {
 		*pt = phaseTimes{start: time.Now()}
@@ -387,6 +368,32 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 	return finishReports(read), nil
 }
 
+// attachOptions are the options inspectProcess attaches with: the files'
+// work is done before the process is stopped (what Build needs, and what
+// unwinding needs: some views unwind too, to infer states; the debug
+// information that names frames only for the views that show them), the
+// memory cache and the heap are readied, and the read is rehearsed
+// (rehearse) but for the dll backend.
+func attachOptions(view string, vf viewFlags, sigs <-chan os.Signal) ptrace.Options {
+	prepStacks := stacks.PrepareUnwind
+	if stackViews[view] {
+		prepStacks = stacks.PrepareImage
+	}
+	popts := ptrace.Options{Interrupt: sigs, CachePagesPerThread: cachePagesPerThread, HeapPerThread: heapPerThread, Prepare: func(im *elf.Image) {
+		// One image at a time here: Attach prepares as many images at
+		// once as there are CPUs.
+		inspect.PrepareImage(im)
+		prepStacks(im)
+	}}
+	if vf.images != nil {
+		popts.Images = *vf.images
+	}
+	if vf.backend != backend.NameDLL {
+		popts.Rehearse = func(r *ptrace.Running) { _ = rehearse(r, view, vf) }
+	}
+	return popts
+}
+
 // rehearse reads the report of the running process r, with its stacks,
 // as it will be read once the process is stopped, and drops it: the
 // first-time costs of reading (code paged in, the runtime's layout looked
@@ -397,13 +404,14 @@ func inspectProcess(pid int, view string, vf viewFlags, sigs <-chan os.Signal) (
 // stacks; those without one (the main thread, threads that ran) are
 // given in order those the runtime lists that no other has, the main
 // thread the initial thread's, so that the threads' paths of the report
-// run too. Only the native backend is
-// rehearsed: the dll backend's library is not run over a process that
-// runs.
-func rehearse(r *ptrace.Running, view string, vf viewFlags) {
+// run too. Only the native backend is rehearsed: the dll backend's
+// library is not run over a process that runs. It returns what it read,
+// for tests; nil when the report could not be built.
+func rehearse(r *ptrace.Running, view string, vf viewFlags) []readReport {
 	r.SetThreadPointers(inspect.RuntimeThreadPointers(r, len(r.Threads())))
 	vf.backend = backend.NameNative
-	_, _ = readReports(r, inspect.Source{Kind: "process"}, view, vf)
+	read, _ := readReports(r, inspect.Source{Kind: "process"}, view, vf)
+	return read
 }
 
 // cachePagesPerThread is how many pages of target memory a report reads

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -121,5 +122,67 @@ func TestRehearsalOnlyForFewThreads(t *testing.T) {
 				t.Fatalf("%d threads stopped, rehearsed %v; want %d, %v", n, called, c.threads, c.rehearse)
 			}
 		})
+	}
+}
+
+// TestCommandRehearsal: the command rehearses the read with the native
+// backend (and with both), not with the dll one; the rehearsal reads the
+// report the stopped process then gives (the oracle: the read once
+// stopped): its OpenMP threads' gtids, the main thread's the same, one
+// team of four at the program's parallel line; and the stacks, for a
+// view that shows them.
+func TestCommandRehearsal(t *testing.T) {
+	for backend, want := range map[string]bool{"native": true, "both": true, "dll": false} {
+		if got := attachOptions("summary", viewFlags{backend: backend}, nil).Rehearse != nil; got != want {
+			t.Errorf("--backend %s: rehearsed %v, want %v", backend, got, want)
+		}
+	}
+	fp := fixture.Start(t, "wide", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled", "FX_WIDE=4"}})
+	vf := viewFlags{backend: "native", json: true}
+	opts := attachOptions("all", vf, nil)
+	opts.RehearsalBudget = time.Minute
+	var rehearsed []readReport
+	opts.Rehearse = func(r *ptrace.Running) { rehearsed = rehearse(r, "all", vf) }
+	p, err := ptrace.Attach(fp.PID, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	stopped, err := readReports(p, inspect.Source{Kind: "process"}, "all", vf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rehearsed) != 1 || len(stopped) != 1 {
+		t.Fatalf("%d reports read in the rehearsal, %d once stopped; want 1", len(rehearsed), len(stopped))
+	}
+	gtids := func(rep *inspect.Report) (all []int, main int) {
+		main = -1
+		for _, th := range rep.Threads {
+			if !th.OpenMP || th.GTID == nil {
+				continue
+			}
+			all = append(all, *th.GTID)
+			if th.OSTID == fp.PID {
+				main = *th.GTID
+			}
+		}
+		slices.Sort(all)
+		return all, main
+	}
+	rep := rehearsed[0].rep
+	got, gotMain := gtids(rep)
+	want, wantMain := gtids(stopped[0].rep)
+	if len(want) != 4 || fmt.Sprint(got) != fmt.Sprint(want) || gotMain != wantMain {
+		t.Errorf("gtids in the rehearsal %v (main thread %d), once stopped %v (%d); want the same four", got, gotMain, want, wantMain)
+	}
+	loc := fmt.Sprintf("wide.c:%d", fixture.SourceLine(t, "wide.c", "parallel"))
+	if len(rep.Regions) != 1 || rep.Regions[0].TeamSize != 4 || rep.Regions[0].Location != loc {
+		t.Errorf("regions in the rehearsal %+v, want one team of 4 at %s", rep.Regions, loc)
+	}
+	if walks := rehearsed[0].walks; walks == nil || walks.Runtime() != rep.Runtime.Library {
+		t.Errorf("the rehearsal's stacks: %v, want walks for runtime %s", walks, rep.Runtime.Library)
 	}
 }
