@@ -42,11 +42,14 @@ var ErrNoPageList = errors.New("reading lists of pages is not supported")
 // ReadPages call, so walking a structure costs one system call per page
 // touched, not one per field. Reads from several goroutines proceed at
 // once: the pages are kept in shards, each with its own lock, held only to
-// look a page up or record it, never during a fetch. The pages' memory is
-// a pageArena's.
+// record a page or look up one the index does not hold, never during a
+// fetch; a read of pages already held takes no lock (pageIndex). The
+// pages' memory is a pageArena's.
 type MemCache struct {
 	src    PageReader
 	shards [cacheShards]cacheShard
+	// index finds the pages recorded in the shards without their locks.
+	index atomic.Pointer[pageIndex]
 	// gen counts Invalidate calls: pages fetched across one are not
 	// recorded.
 	gen atomic.Uint64
@@ -64,7 +67,7 @@ type cacheShard struct {
 	mu     sync.Mutex
 	pages  map[uint64][]byte // page address -> page bytes (empty, not nil: unmapped)
 	misses int               // fetches of runs that begin in this shard
-	reads  int               // reads that begin in this shard
+	reads  int               // reads that begin in this shard and that the index did not serve
 	_      [64]byte          // keeps the shards' locks on their own cache lines
 }
 
@@ -74,6 +77,7 @@ func NewMemCache(src PageReader) *MemCache {
 	for i := range c.shards {
 		c.shards[i].pages = make(map[uint64][]byte)
 	}
+	c.index.Store(newPageIndex(defaultIndexPages))
 	return c
 }
 
@@ -91,14 +95,22 @@ func (c *MemCache) Invalidate() {
 		sh.pages = make(map[uint64][]byte)
 		sh.mu.Unlock()
 	}
+	// After the shards: a record that passed its check of the generation
+	// held its shard's lock until its page was indexed.
+	c.index.Load().clear()
 	c.arenaMu.Lock()
 	c.arena.reset()
 	c.arenaMu.Unlock()
 }
 
 // Reserve readies room for n pages before they are read (before the
-// target is stopped, say), so that reading them costs no page fault.
+// target is stopped, say), so that reading them costs no page fault, and
+// an index that finds them without a lock.
 func (c *MemCache) Reserve(n int) {
+	if n > c.index.Load().capacity() {
+		// Pages the old index held are found in the shards.
+		c.index.Store(newPageIndex(n))
+	}
 	c.arenaMu.Lock()
 	defer c.arenaMu.Unlock()
 	c.arena.reserve(n)
@@ -116,17 +128,19 @@ func (c *MemCache) Readied() int {
 	return n
 }
 
-// Stats reports how many reads were served and how many page runs were
-// fetched from the source.
-func (c *MemCache) Stats() (reads, fetches int) {
+// Stats reports how many reads the index did not serve (they looked their
+// pages up in the shards: those that missed, and those of pages the
+// index had no room for) and how many page runs were fetched from the
+// source.
+func (c *MemCache) Stats() (lookups, fetches int) {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		reads += sh.reads
+		lookups += sh.reads
 		fetches += sh.misses
 		sh.mu.Unlock()
 	}
-	return reads, fetches
+	return lookups, fetches
 }
 
 // Pages lists the addresses of the pages the cache holds that could be
@@ -161,6 +175,9 @@ func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 		return fmt.Errorf("reading %d bytes at %#x: %w", len(buf), addr, ErrUnmapped)
 	}
 	first := addr &^ (PageSize - 1)
+	if c.readIndexed(addr, buf) {
+		return nil
+	}
 	count := int(((end-1)&^(PageSize-1)-first)/PageSize) + 1
 	var few [2][]byte
 	pages := few[:0]
@@ -209,6 +226,34 @@ func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 		copy(buf[lo-addr:hi-addr], page[lo-p:hi-p])
 	}
 	return nil
+}
+
+// readIndexed fills buf from addr when the index holds every page it
+// spans (at most two: longer reads take the shards' path), and reports
+// whether it did.
+func (c *MemCache) readIndexed(addr uint64, buf []byte) bool {
+	idx := c.index.Load()
+	end := addr + uint64(len(buf))
+	first := addr &^ (PageSize - 1)
+	last := (end - 1) &^ (PageSize - 1)
+	if last-first > PageSize {
+		return false
+	}
+	p0 := idx.find(first)
+	if p0 == nil {
+		return false
+	}
+	if last == first {
+		copy(buf, p0[addr-first:end-first])
+		return true
+	}
+	p1 := idx.find(last)
+	if p1 == nil {
+		return false
+	}
+	n := copy(buf, p0[addr-first:])
+	copy(buf[n:], p1[:end-last])
+	return true
 }
 
 // Prefetch reads the pages holding addrs that are not cached yet, as few
@@ -297,6 +342,7 @@ func (c *MemCache) keep(gen, p uint64, page []byte) {
 	}
 	if _, ok := sh.pages[p]; !ok {
 		sh.pages[p] = page
+		c.index.Load().add(p, page)
 	}
 }
 
@@ -356,7 +402,103 @@ func (c *MemCache) record(gen, start uint64, run [][]byte, fetches int) {
 			run[k] = old
 		} else {
 			sh.pages[p] = page
+			c.index.Load().add(p, page)
 		}
 		sh.mu.Unlock()
+	}
+}
+
+// pageIndex finds the readable pages a MemCache recorded without a lock:
+// an open-addressing table of page addresses, each slot set once (its
+// address, then its page) and never changed until clear. A page is added
+// under its shard's lock after the shard recorded it; a page the index
+// has no room for, or that is being added, is found in the shards. Its
+// readers take no lock and write nothing, so reads from several CPUs do
+// not contend (BenchmarkMemCacheHit: with two goroutines reading 5000
+// pages, a read took 80 ns through the shards' locks and maps, 50 through
+// the index).
+type pageIndex struct {
+	slots []indexSlot
+	mask  uint64
+}
+
+// indexSlot is one slot of a pageIndex: a page's address (0: free; no
+// page at address 0 is indexed), then its bytes.
+type indexSlot struct {
+	addr atomic.Uint64
+	page atomic.Pointer[[PageSize]byte]
+}
+
+// defaultIndexPages is how many pages a MemCache's index is sized for
+// until Reserve asks for more.
+const defaultIndexPages = 1024
+
+// maxIndexProbes is how many slots a lookup or an addition looks at: a
+// table at most half full finds nearly every page in one or two.
+const maxIndexProbes = 16
+
+// newPageIndex returns an index with room for n pages: twice as many
+// slots, a power of two.
+func newPageIndex(n int) *pageIndex {
+	size := 1
+	for size < 2*max(n, 1) {
+		size <<= 1
+	}
+	return &pageIndex{slots: make([]indexSlot, size), mask: uint64(size - 1)}
+}
+
+// capacity is how many pages the index is sized for.
+func (x *pageIndex) capacity() int { return len(x.slots) / 2 }
+
+// home is the first slot looked at for page p (its page number, hashed).
+func (x *pageIndex) home(p uint64) uint64 {
+	return ((p / PageSize) * 0x9E3779B97F4A7C15 >> 32) & x.mask
+}
+
+// find returns the bytes of page p, nil when the index does not hold it.
+func (x *pageIndex) find(p uint64) *[PageSize]byte {
+	if p == 0 {
+		return nil
+	}
+	i := x.home(p)
+	for range maxIndexProbes {
+		s := &x.slots[i]
+		switch s.addr.Load() {
+		case p:
+			return s.page.Load() // nil while it is being added
+		case 0:
+			return nil
+		}
+		i = (i + 1) & x.mask
+	}
+	return nil
+}
+
+// add indexes page p, whose bytes are page, unless it is unreadable
+// (empty), at address 0, or finds no free slot in maxIndexProbes. It is
+// called with p's shard's lock held, once per page and stop.
+func (x *pageIndex) add(p uint64, page []byte) {
+	if len(page) != PageSize || p == 0 {
+		return
+	}
+	i := x.home(p)
+	for range maxIndexProbes {
+		s := &x.slots[i]
+		if s.addr.CompareAndSwap(0, p) {
+			s.page.Store((*[PageSize]byte)(page))
+			return
+		}
+		if s.addr.Load() == p {
+			return
+		}
+		i = (i + 1) & x.mask
+	}
+}
+
+// clear empties the index; no read or addition may be under way.
+func (x *pageIndex) clear() {
+	for i := range x.slots {
+		x.slots[i].page.Store(nil)
+		x.slots[i].addr.Store(0)
 	}
 }

@@ -1,8 +1,10 @@
 package target
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,8 +54,11 @@ func TestMemCacheHoleDoesNotHideLaterPages(t *testing.T) {
 	if fetches != src.calls || fetches != 2 {
 		t.Fatalf("fetches = %d (source calls %d), want 2: pages must be fetched once per stop", fetches, src.calls)
 	}
-	if reads != 4 {
-		t.Fatalf("reads = %d, want 4", reads)
+	// The reads of pages held (0x4fff; 0x1fff across pages 1 and 2) were
+	// served by the index; the first read and the read into the hole,
+	// whose page is not held, looked their pages up.
+	if reads != 2 {
+		t.Fatalf("lookups = %d, want 2", reads)
 	}
 }
 
@@ -429,5 +434,137 @@ func TestMemCachePages(t *testing.T) {
 	}
 	if got := c.Pages(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("Pages() = %#x, want %#x", got, want)
+	}
+}
+
+// BenchmarkMemCacheHit reads 16 bytes at random places in 5000 cached
+// pages, on as many goroutines as -cpu says: the cost of a read the cache
+// holds, which a report of a thousand threads makes 70 000 times.
+func BenchmarkMemCacheHit(b *testing.B) {
+	for _, n := range []int{64, 5000} {
+		b.Run(fmt.Sprint(n, "pages"), func(b *testing.B) { benchmarkMemCacheHit(b, n) })
+	}
+}
+
+func benchmarkMemCacheHit(b *testing.B, n int) {
+	c := NewMemCache(everyReader{})
+	c.Reserve(n)
+	addrs := make([]uint64, 0, n)
+	for i := range n {
+		a := 0x7f0000000000 + uint64(i)*3*PageSize
+		addrs = append(addrs, a)
+		var x [8]byte
+		if err := c.ReadMemory(a, x[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		r := rand.New(rand.NewPCG(1, 2))
+		var x [16]byte
+		for pb.Next() {
+			a := addrs[r.IntN(len(addrs))] + uint64(r.IntN(PageSize-len(x)))
+			if err := c.ReadMemory(a, x[:]); err != nil {
+				panic(err)
+			}
+		}
+	})
+}
+
+// changingReader serves every page with its page number's low byte plus
+// its stop: what a page holds changes from one stop to the next.
+type changingReader struct{ stop byte }
+
+func (r *changingReader) ReadPages(addr uint64, buf []byte) (int, error) {
+	for i := range buf {
+		buf[i] = byte((addr+uint64(i))>>12) + r.stop
+	}
+	return len(buf), nil
+}
+
+// TestMemCacheIndex: a read of held pages is served by the index, without
+// a lookup in the shards; the pages the index has no room for are served
+// by the shards with the right bytes; after Invalidate (the target ran),
+// neither serves a page of the stop before.
+func TestMemCacheIndex(t *testing.T) {
+	src := &changingReader{}
+	c := NewMemCache(src)
+	c.index.Store(newPageIndex(8)) // 16 slots: the first 16 pages read
+	const pages = 40
+	check := func(stop byte) {
+		t.Helper()
+		for i := range pages {
+			addr := uint64(0x10000+i*PageSize) + 0xffe // across pages 0x10+i and 0x11+i
+			var b [4]byte
+			if err := c.ReadMemory(addr, b[:]); err != nil {
+				t.Fatalf("stop %d, read at %#x: %v", stop, addr, err)
+			}
+			lo, hi := byte(0x10+i)+stop, byte(0x11+i)+stop
+			if b != [4]byte{lo, lo, hi, hi} {
+				t.Fatalf("stop %d, read at %#x: % x, want %02x %02x %02x %02x", stop, addr, b, lo, lo, hi, hi)
+			}
+		}
+	}
+	check(0)
+	lookups, fetches := c.Stats()
+	if lookups != pages || fetches != pages {
+		t.Fatalf("first reads: %d lookups %d fetches, want %d of each (one page fetched a read)", lookups, fetches, pages)
+	}
+	check(0)
+	again, fetchesAgain := c.Stats()
+	if fetchesAgain != fetches {
+		t.Fatalf("held pages fetched again: %d fetches, want %d", fetchesAgain, fetches)
+	}
+	// The index holds the first 16 pages read, 0x10000 to 0x1f000: it
+	// served the 15 reads within them, the others looked up their pages
+	// in the shards.
+	if served := pages - (again - lookups); served != 15 {
+		t.Fatalf("the index served %d of %d reads of held pages, want 15", served, pages)
+	}
+
+	c.Invalidate()
+	src.stop = 1
+	check(1)
+	if _, f := c.Stats(); f != 2*pages {
+		t.Fatalf("after Invalidate: %d fetches, want %d: every page is read again", f, 2*pages)
+	}
+}
+
+// TestPageIndex: find gives the bytes added for a page, nil for a page not
+// added, an unreadable page or address 0, and nothing once cleared; a
+// full index adds nothing more.
+func TestPageIndex(t *testing.T) {
+	x := newPageIndex(2) // 4 slots
+	page := func(b byte) []byte { return bytes.Repeat([]byte{b}, PageSize) }
+	x.add(0x1000, page(1))
+	x.add(0x2000, page(2))
+	x.add(0x3000, []byte{}) // unreadable
+	x.add(0, page(9))
+	x.add(0x2000, page(7)) // already there: kept
+	if p := x.find(0x1000); p == nil || p[0] != 1 {
+		t.Fatalf("find(0x1000) = %v, want page 1", p)
+	}
+	if p := x.find(0x2000); p == nil || p[0] != 2 {
+		t.Fatalf("find(0x2000) = %v, want page 2 as first added", p)
+	}
+	for _, a := range []uint64{0x3000, 0, 0x4000} {
+		if p := x.find(a); p != nil {
+			t.Fatalf("find(%#x) = page %d, want nil", a, p[0])
+		}
+	}
+	x.add(0x5000, page(5))
+	x.add(0x6000, page(6))
+	x.add(0x8000, page(8)) // no slot left
+	if p := x.find(0x8000); p != nil {
+		t.Fatal("a full index found a page it had no room for")
+	}
+	if p := x.find(0x6000); p == nil || p[0] != 6 {
+		t.Fatalf("find(0x6000) = %v, want page 6", p)
+	}
+	x.clear()
+	for _, a := range []uint64{0x1000, 0x2000, 0x5000, 0x6000} {
+		if p := x.find(a); p != nil {
+			t.Fatalf("after clear, find(%#x) = page %d, want nil", a, p[0])
+		}
 	}
 }
