@@ -353,7 +353,7 @@ func (b *builder) warn(format string, args ...any) {
 	b.r.Warnings = append(b.r.Warnings, fmt.Sprintf(format, args...))
 }
 
-func hexID(a uint64) string { return fmt.Sprintf("%#x", a) }
+func hexID(a uint64) string { return ompd.Hex(a) }
 
 func strp(s string) *string { return &s }
 func intp(i int) *int       { return &i }

@@ -463,7 +463,7 @@ func parseAddr(s string) uint64 {
 }
 
 func hex(a uint64) *string {
-	s := fmt.Sprintf("%#x", a)
+	s := ompd.Hex(a)
 	return &s
 }
 

@@ -337,7 +337,7 @@ func (g *gas) BlockedTasks([]backend.Task) ([]backend.BlockedTask, error) {
 	return nil, fmt.Errorf("libgomp's task dependences: %w", backend.ErrUnsupported)
 }
 
-func label(a uint64) string { return fmt.Sprintf("%#x", a) }
+func label(a uint64) string { return ompd.Hex(a) }
 
 type gthread struct {
 	g *gas

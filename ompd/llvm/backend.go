@@ -76,7 +76,7 @@ func (n nativeAS) BlockedTasks(from []backend.Task) ([]backend.BlockedTask, erro
 	return out, err
 }
 
-func label(a ompd.Address) string { return fmt.Sprintf("%#x", a) }
+func label(a ompd.Address) string { return ompd.Hex(a) }
 
 type nativeThread struct{ t *Thread }
 
