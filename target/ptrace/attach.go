@@ -63,7 +63,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 		return nil, err
 	}
 	p := &Process{
-		pid:        pid,
+		memView:    memView{pid: pid, endErr: errClosed},
 		wasStopped: st.stateLetter() == 'T',
 		interrupt:  opts.Interrupt,
 		imageOpts:  opts.Images,

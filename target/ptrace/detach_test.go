@@ -41,6 +41,19 @@ func TestDetachKeepsModules(t *testing.T) {
 	if err := p.ReadMemory(tt.global, buf[:]); !errors.Is(err, errClosed) {
 		t.Fatalf("ReadMemory after Detach: %v, want an error wrapping %v", err, errClosed)
 	}
+	// Nor straight from the process (the cache's sources), nor ahead.
+	page := tt.global &^ (target.PageSize - 1)
+	if n, err := p.ReadPages(page, make([]byte, target.PageSize)); n != 0 || !errors.Is(err, errClosed) {
+		t.Fatalf("ReadPages after Detach: %d, %v; want 0 and an error wrapping %v", n, err, errClosed)
+	}
+	if n, err := p.ReadPageList([]uint64{page}, make([]byte, target.PageSize)); n != 0 || !errors.Is(err, errClosed) {
+		t.Fatalf("ReadPageList after Detach: %d, %v; want 0 and an error wrapping %v", n, err, errClosed)
+	}
+	_, before := p.cache.Stats()
+	p.Prefetch([]uint64{page})
+	if _, after := p.cache.Stats(); after != before {
+		t.Fatalf("Prefetch after Detach fetched %d times, want none", after-before)
+	}
 	exe := p.Modules()[0]
 	if exe.Image == nil || exe.Name != tt.exe {
 		t.Fatalf("first module %q (image %v), want %q with its image", exe.Name, exe.Image != nil, tt.exe)

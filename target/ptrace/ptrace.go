@@ -19,7 +19,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -118,9 +117,11 @@ const maxAttachRounds = 1000
 // Process is a live process stopped under ptrace. It implements
 // target.Target. Its methods may be called from any goroutine.
 type Process struct {
+	// memView reads the process's memory, until Detach ends it (its pid
+	// is the process's).
+	memView
 	// imageOpts says where the modules' debug files are looked for.
 	imageOpts  elf.OpenOptions
-	pid        int
 	wasStopped bool
 	tr         *tracer
 	// interrupt is Options.Interrupt; seized counts the threads Attach
@@ -142,9 +143,6 @@ type Process struct {
 	images   []image // opened images, closed by Close
 	warnings []string
 
-	mem   *memReader
-	cache *target.MemCache
-
 	// seizes tells the zombie reaper when the tracing thread is stuck
 	// in a PTRACE_SEIZE (reapTracedZombies).
 	seizes *seizeWatch
@@ -159,7 +157,6 @@ type Process struct {
 	early    map[string]image
 	prepared sync.WaitGroup
 
-	closed     atomic.Bool
 	detachOnce sync.Once
 	detachErr  error
 	closeOnce  sync.Once
@@ -306,47 +303,6 @@ func (p *Process) Warnings() []string {
 	return append([]string(nil), p.warnings...)
 }
 
-// ReadMemory fills buf from the process's memory at addr through the page
-// cache. It fails with an error wrapping target.ErrUnmapped when any byte
-// is unreadable, and after Detach (or Close).
-func (p *Process) ReadMemory(addr uint64, buf []byte) error {
-	if p.closed.Load() {
-		return fmt.Errorf("process %d: reading %d bytes at %#x: %w", p.pid, len(buf), addr, errClosed)
-	}
-	if err := p.cache.ReadMemory(addr, buf); err != nil {
-		return fmt.Errorf("process %d: %w", p.pid, err)
-	}
-	return nil
-}
-
-// ReadPages reads len(buf) bytes at addr straight from the process,
-// bypassing the cache (it implements target.PageReader). It returns how
-// many bytes were read; when fewer than asked, the error says why and wraps
-// target.ErrUnmapped if the rest is not mapped.
-func (p *Process) ReadPages(addr uint64, buf []byte) (int, error) {
-	if p.closed.Load() {
-		return 0, fmt.Errorf("process %d: reading %d bytes at %#x: %w", p.pid, len(buf), addr, errClosed)
-	}
-	return p.mem.ReadPages(addr, buf)
-}
-
-// ReadPageList reads scattered pages straight from the process
-// (target.PageListReader, for the memory cache's Prefetch).
-func (p *Process) ReadPageList(addrs []uint64, buf []byte) (int, error) {
-	if p.closed.Load() {
-		return 0, target.ErrNoPageList
-	}
-	return p.mem.ReadPageList(addrs, buf)
-}
-
-// Prefetch reads ahead the pages holding addrs into the stop's memory
-// cache (target.Prefetcher).
-func (p *Process) Prefetch(addrs []uint64) {
-	if !p.closed.Load() {
-		p.cache.Prefetch(addrs)
-	}
-}
-
 // errClosed is wrapped by reads after Detach (or Close).
 var errClosed = errors.New("detached from the process")
 
@@ -360,7 +316,7 @@ var errClosed = errors.New("detached from the process")
 // first call's result.
 func (p *Process) Detach() error {
 	p.detachOnce.Do(func() {
-		p.closed.Store(true)
+		p.ended.Store(true)
 		var errs []error
 		p.tr.do(func() {
 			errs = p.detachAll()

@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"sync/atomic"
 
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
@@ -26,14 +25,11 @@ import (
 // that the code that reads a stopped Process runs the same way over it.
 // What is read through it may be torn and must not be kept.
 type Running struct {
-	pid     int
-	mem     *memReader
-	cache   *target.MemCache
+	// memView reads the process's memory until cancel ends it (the
+	// rehearsal ran out of time, or a signal ended Attach).
+	memView
 	modules []*target.Module
 	threads []target.Thread
-	// cancelled makes every read fail (the rehearsal ran out of time,
-	// or a signal ended Attach).
-	cancelled atomic.Bool
 }
 
 // errRehearsalOver is wrapped by the reads of a Running whose rehearsal
@@ -41,7 +37,7 @@ type Running struct {
 var errRehearsalOver = errors.New("the rehearsal before the stop was ended")
 
 // cancel makes every later read of the view fail.
-func (r *Running) cancel() { r.cancelled.Store(true) }
+func (r *Running) cancel() { r.ended.Store(true) }
 
 // rehearsalThreads is how many of the process's threads a Running shows:
 // enough to run every per-thread path once.
@@ -60,7 +56,7 @@ const rehearsalMaxThreads = 64
 // stacks (tcbAtStackTop, in the mappings listed); one found for two
 // threads (stacks in one mapping) is given to neither.
 func newRunning(pid int, early earlyListing) *Running {
-	r := &Running{pid: pid, mem: newMemReader(pid, early.tid), modules: early.modules}
+	r := &Running{memView: memView{pid: pid, mem: newMemReader(pid, early.tid), endErr: errRehearsalOver}, modules: early.modules}
 	r.cache = target.NewMemCache(r)
 	r.threads = runningThreads(pid, rehearsalThreads)
 	maps := early.maps
@@ -198,36 +194,6 @@ func (r *Running) ModuleAt(addr uint64) *target.Module { return target.ModuleIn(
 
 // Warnings returns nothing: what a rehearsal meets is not reported.
 func (r *Running) Warnings() []string { return nil }
-
-// ReadMemory reads the running process's memory through the view's cache.
-func (r *Running) ReadMemory(addr uint64, buf []byte) error {
-	if r.cancelled.Load() {
-		return fmt.Errorf("process %d: reading %d bytes at %#x: %w", r.pid, len(buf), addr, errRehearsalOver)
-	}
-	if err := r.cache.ReadMemory(addr, buf); err != nil {
-		return fmt.Errorf("process %d: %w", r.pid, err)
-	}
-	return nil
-}
-
-// ReadPages implements target.PageReader.
-func (r *Running) ReadPages(addr uint64, buf []byte) (int, error) {
-	if r.cancelled.Load() {
-		return 0, fmt.Errorf("process %d: reading %d bytes at %#x: %w", r.pid, len(buf), addr, errRehearsalOver)
-	}
-	return r.mem.ReadPages(addr, buf)
-}
-
-// ReadPageList implements target.PageListReader.
-func (r *Running) ReadPageList(addrs []uint64, buf []byte) (int, error) {
-	if r.cancelled.Load() {
-		return 0, errRehearsalOver
-	}
-	return r.mem.ReadPageList(addrs, buf)
-}
-
-// Prefetch implements target.Prefetcher.
-func (r *Running) Prefetch(addrs []uint64) { r.cache.Prefetch(addrs) }
 
 // Close does nothing: the modules' images are Attach's.
 func (r *Running) Close() error { return nil }

@@ -145,7 +145,7 @@ type relative struct {
 // lets them run. The Process must not be used afterwards. A process that
 // was stopped by job control cannot be traced.
 func (p *Process) Trace() (*Tracee, error) {
-	if p.closed.Load() {
+	if p.ended.Load() {
 		return nil, fmt.Errorf("process %d: %w", p.pid, errClosed)
 	}
 	if p.wasStopped {
@@ -169,7 +169,7 @@ func (p *Process) Trace() (*Tracee, error) {
 		}
 	})
 	// The Process gives up its tracer and images to the Tracee.
-	p.closed.Store(true)
+	p.ended.Store(true)
 	p.detachOnce.Do(func() {})
 	p.closeOnce.Do(func() {})
 	p.releaseEarly()
