@@ -43,8 +43,8 @@ var ErrNoPageList = errors.New("reading lists of pages is not supported")
 // touched, not one per field. Reads from several goroutines proceed at
 // once: the pages are kept in shards, each with its own lock, held only to
 // record a page or look up one the index does not hold, never during a
-// fetch; a read of pages already held takes no lock (pageIndex). The
-// pages' memory is a pageArena's.
+// fetch; a read of one or two pages the index holds takes no lock
+// (pageIndex). The pages' memory is a pageArena's.
 type MemCache struct {
 	src    PageReader
 	shards [cacheShards]cacheShard
@@ -64,11 +64,11 @@ const cacheShards = 16
 
 // cacheShard is one shard of a MemCache.
 type cacheShard struct {
-	mu     sync.Mutex
-	pages  map[uint64][]byte // page address -> page bytes (empty, not nil: unmapped)
-	misses int               // fetches of runs that begin in this shard
-	reads  int               // reads that begin in this shard and that the index did not serve
-	_      [64]byte          // keeps the shards' locks on their own cache lines
+	mu      sync.Mutex
+	pages   map[uint64][]byte // page address -> page bytes (empty, not nil: unmapped)
+	misses  int               // fetches of runs that begin in this shard
+	lookups int               // reads that begin in this shard and that the index did not serve
+	_       [64]byte          // keeps the shards' locks on their own cache lines
 }
 
 // NewMemCache returns an empty cache over src.
@@ -86,7 +86,8 @@ func (c *MemCache) shard(page uint64) *cacheShard {
 }
 
 // Invalidate forgets every cached page (call it when the target resumes,
-// when no read is in progress; a read still in progress records nothing).
+// when no read is in progress, and begin none before it returns; a read
+// still in progress records nothing).
 func (c *MemCache) Invalidate() {
 	c.gen.Add(1)
 	for i := range c.shards {
@@ -136,7 +137,7 @@ func (c *MemCache) Stats() (lookups, fetches int) {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		lookups += sh.reads
+		lookups += sh.lookups
 		fetches += sh.misses
 		sh.mu.Unlock()
 	}
@@ -193,7 +194,7 @@ func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 		sh := c.shard(p)
 		sh.mu.Lock()
 		if i == 0 {
-			sh.reads++
+			sh.lookups++
 		}
 		pages[i] = sh.pages[p]
 		sh.mu.Unlock()
@@ -415,11 +416,17 @@ func (c *MemCache) record(gen, start uint64, run [][]byte, fetches int) {
 // has no room for, or that is being added, is found in the shards. Its
 // readers take no lock and write nothing, so reads from several CPUs do
 // not contend (BenchmarkMemCacheHit: with two goroutines reading 5000
-// pages, a read took 80 ns through the shards' locks and maps, 50 through
-// the index).
+// pages, 80 ns a read through the shards' locks and maps, 50 through the
+// index).
 type pageIndex struct {
 	slots []indexSlot
 	mask  uint64
+	// filled lists the slots set since the last clear, the first used
+	// of it (each slot is set once), so that clear empties only those:
+	// a trace empties the cache at each of thousands of stops, having
+	// read a few pages.
+	filled []uint32
+	used   atomic.Int64
 }
 
 // indexSlot is one slot of a pageIndex: a page's address (0: free; no
@@ -444,7 +451,7 @@ func newPageIndex(n int) *pageIndex {
 	for size < 2*max(n, 1) {
 		size <<= 1
 	}
-	return &pageIndex{slots: make([]indexSlot, size), mask: uint64(size - 1)}
+	return &pageIndex{slots: make([]indexSlot, size), mask: uint64(size - 1), filled: make([]uint32, size)}
 }
 
 // capacity is how many pages the index is sized for.
@@ -486,6 +493,7 @@ func (x *pageIndex) add(p uint64, page []byte) {
 		s := &x.slots[i]
 		if s.addr.CompareAndSwap(0, p) {
 			s.page.Store((*[PageSize]byte)(page))
+			x.filled[x.used.Add(1)-1] = uint32(i) // its own element: at most one add per slot
 			return
 		}
 		if s.addr.Load() == p {
@@ -495,10 +503,12 @@ func (x *pageIndex) add(p uint64, page []byte) {
 	}
 }
 
-// clear empties the index; no read or addition may be under way.
+// clear empties the slots set since the last clear; no read or addition
+// may be under way, nor begin before it returns.
 func (x *pageIndex) clear() {
-	for i := range x.slots {
+	for _, i := range x.filled[:x.used.Load()] {
 		x.slots[i].page.Store(nil)
 		x.slots[i].addr.Store(0)
 	}
+	x.used.Store(0)
 }

@@ -50,15 +50,15 @@ func TestMemCacheHoleDoesNotHideLaterPages(t *testing.T) {
 	if err := c.ReadMemory(0x1fff, b[:2]); err != nil || b[0] != 1 || b[1] != 2 {
 		t.Fatalf("read across pages 1-2: %v %v", err, b)
 	}
-	reads, fetches := c.Stats()
+	lookups, fetches := c.Stats()
 	if fetches != src.calls || fetches != 2 {
 		t.Fatalf("fetches = %d (source calls %d), want 2: pages must be fetched once per stop", fetches, src.calls)
 	}
 	// The reads of pages held (0x4fff; 0x1fff across pages 1 and 2) were
 	// served by the index; the first read and the read into the hole,
 	// whose page is not held, looked their pages up.
-	if reads != 2 {
-		t.Fatalf("lookups = %d, want 2", reads)
+	if lookups != 2 {
+		t.Fatalf("lookups = %d, want 2", lookups)
 	}
 }
 
@@ -471,44 +471,73 @@ func benchmarkMemCacheHit(b *testing.B, n int) {
 	})
 }
 
-// changingReader serves every page with its page number's low byte plus
-// its stop: what a page holds changes from one stop to the next.
+// changingReader serves every byte a value of its own address and of the
+// stop (changingByte), reading lists of pages too: what a page holds
+// changes from one stop to the next, and a read at a wrong offset or of
+// a wrong page shows.
 type changingReader struct{ stop byte }
+
+func changingByte(addr uint64, stop byte) byte { return byte(addr) ^ byte(addr>>12)*7 + stop }
 
 func (r *changingReader) ReadPages(addr uint64, buf []byte) (int, error) {
 	for i := range buf {
-		buf[i] = byte((addr+uint64(i))>>12) + r.stop
+		buf[i] = changingByte(addr+uint64(i), r.stop)
 	}
 	return len(buf), nil
 }
 
+func (r *changingReader) ReadPageList(addrs []uint64, buf []byte) (int, error) {
+	for i, a := range addrs {
+		_, _ = r.ReadPages(a, buf[i*PageSize:(i+1)*PageSize])
+	}
+	return len(addrs), nil
+}
+
+// checkChanging reads n bytes at addr from c and compares them with what
+// a changingReader in stop holds there.
+func checkChanging(t *testing.T, c *MemCache, addr uint64, n int, stop byte) {
+	t.Helper()
+	b := make([]byte, n)
+	if err := c.ReadMemory(addr, b); err != nil {
+		t.Fatalf("stop %d, read of %d bytes at %#x: %v", stop, n, addr, err)
+	}
+	for k := range b {
+		if want := changingByte(addr+uint64(k), stop); b[k] != want {
+			t.Fatalf("stop %d, read of %d bytes at %#x: byte %d is %#x, want %#x", stop, n, addr, k, b[k], want)
+		}
+	}
+}
+
 // TestMemCacheIndex: a read of held pages is served by the index, without
-// a lookup in the shards; the pages the index has no room for are served
-// by the shards with the right bytes; after Invalidate (the target ran),
-// neither serves a page of the stop before.
+// a lookup in the shards, with the bytes of the right offsets, within a
+// page and across two; the pages the index has no room for are served by
+// the shards; after Invalidate (the target ran), neither serves a page
+// of the stop before.
 func TestMemCacheIndex(t *testing.T) {
 	src := &changingReader{}
 	c := NewMemCache(src)
 	c.index.Store(newPageIndex(8)) // 16 slots: the first 16 pages read
+	if maxIndexProbes < 16 {
+		t.Fatalf("maxIndexProbes %d: the test counts on an addition looking at all 16 slots", maxIndexProbes)
+	}
 	const pages = 40
 	check := func(stop byte) {
 		t.Helper()
 		for i := range pages {
-			addr := uint64(0x10000+i*PageSize) + 0xffe // across pages 0x10+i and 0x11+i
-			var b [4]byte
-			if err := c.ReadMemory(addr, b[:]); err != nil {
-				t.Fatalf("stop %d, read at %#x: %v", stop, addr, err)
-			}
-			lo, hi := byte(0x10+i)+stop, byte(0x11+i)+stop
-			if b != [4]byte{lo, lo, hi, hi} {
-				t.Fatalf("stop %d, read at %#x: % x, want %02x %02x %02x %02x", stop, addr, b, lo, lo, hi, hi)
-			}
+			base := uint64(0x10000 + i*PageSize)
+			checkChanging(t, c, base+0xffe, 4, stop)     // across pages 0x10+i and 0x11+i
+			checkChanging(t, c, base+0x123, 40, stop)    // within page 0x10+i
+			checkChanging(t, c, base+0x800, 0x900, stop) // across, longer
 		}
 	}
 	check(0)
 	lookups, fetches := c.Stats()
-	if lookups != pages || fetches != pages {
-		t.Fatalf("first reads: %d lookups %d fetches, want %d of each (one page fetched a read)", lookups, fetches, pages)
+	// One fetch a round (pages 0x10 and 0x11 in one). The first read of
+	// each round looks its new page up; from round 15 on, the index is
+	// full: round 15's last read, and every read after it, looks up
+	// page 0x20 or later.
+	if want := 15 + 2 + 3*(pages-16); lookups != want || fetches != pages {
+		t.Fatalf("first reads: %d lookups %d fetches, want %d and %d", lookups, fetches, want, pages)
 	}
 	check(0)
 	again, fetchesAgain := c.Stats()
@@ -516,10 +545,11 @@ func TestMemCacheIndex(t *testing.T) {
 		t.Fatalf("held pages fetched again: %d fetches, want %d", fetchesAgain, fetches)
 	}
 	// The index holds the first 16 pages read, 0x10000 to 0x1f000: it
-	// served the 15 reads within them, the others looked up their pages
-	// in the shards.
-	if served := pages - (again - lookups); served != 15 {
-		t.Fatalf("the index served %d of %d reads of held pages, want 15", served, pages)
+	// served the 15 rounds of reads within them (3 reads each), and the
+	// within-page read of round 15; the others looked up their pages in
+	// the shards.
+	if served := 3*pages - (again - lookups); served != 3*15+1 {
+		t.Fatalf("the index served %d of %d reads of held pages, want %d", served, 3*pages, 3*15+1)
 	}
 
 	c.Invalidate()
@@ -527,6 +557,43 @@ func TestMemCacheIndex(t *testing.T) {
 	check(1)
 	if _, f := c.Stats(); f != 2*pages {
 		t.Fatalf("after Invalidate: %d fetches, want %d: every page is read again", f, 2*pages)
+	}
+}
+
+// TestMemCacheIndexReserved: Reserve sizes the index for the pages it
+// readies, and the pages Prefetch reads are indexed too: after reading
+// ahead 3000 pages and reading each, reading them all again looks up none
+// in the shards; Invalidate empties it.
+func TestMemCacheIndexReserved(t *testing.T) {
+	src := &changingReader{}
+	c := NewMemCache(src)
+	c.Reserve(3000)
+	if got := c.index.Load().capacity(); got < 3000 {
+		t.Fatalf("index for %d pages after Reserve(3000)", got)
+	}
+	var addrs []uint64
+	for i := range 3000 {
+		addrs = append(addrs, 0x7f0000000000+uint64(i)*5*PageSize)
+	}
+	c.Prefetch(addrs)
+	for _, a := range addrs {
+		checkChanging(t, c, a+0x10, 8, 0)
+	}
+	lookups, fetches := c.Stats()
+	if lookups != 0 {
+		t.Fatalf("reads of pages read ahead: %d lookups in the shards, want none", lookups)
+	}
+	if x := c.index.Load(); x.used.Load() != 3000 {
+		t.Fatalf("%d slots set, want 3000", x.used.Load())
+	}
+	c.Invalidate()
+	if x := c.index.Load(); x.used.Load() != 0 || x.find(addrs[0]) != nil || x.find(addrs[2999]) != nil {
+		t.Fatalf("after Invalidate: %d slots set, pages found %v %v", x.used.Load(), x.find(addrs[0]) != nil, x.find(addrs[2999]) != nil)
+	}
+	src.stop = 2
+	checkChanging(t, c, addrs[7]+0x10, 8, 2)
+	if _, f := c.Stats(); f != fetches+1 {
+		t.Fatalf("a read after Invalidate made %d fetches, want 1", f-fetches)
 	}
 }
 
@@ -566,5 +633,9 @@ func TestPageIndex(t *testing.T) {
 		if p := x.find(a); p != nil {
 			t.Fatalf("after clear, find(%#x) = page %d, want nil", a, p[0])
 		}
+	}
+	x.add(0x8000, page(8)) // room again
+	if p := x.find(0x8000); p == nil || p[0] != 8 || x.used.Load() != 1 {
+		t.Fatalf("after clear, find(0x8000) = %v with %d slots set, want page 8 in one", p, x.used.Load())
 	}
 }

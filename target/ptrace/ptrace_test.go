@@ -484,8 +484,8 @@ func TestAttachThreads(t *testing.T) {
 	}
 
 	// One read of a cold page is one fetch.
-	if reads, fetches := p.cache.Stats(); reads != 1 || fetches != 1 {
-		t.Fatalf("cache stats after one read: %d reads %d fetches, want 1 1", reads, fetches)
+	if lookups, fetches := p.cache.Stats(); lookups != 1 || fetches != 1 {
+		t.Fatalf("cache stats after one read: %d lookups %d fetches, want 1 1", lookups, fetches)
 	}
 	// The process does not run while attached.
 	c1, err := target.ReadUint64(p, tt.counter)
