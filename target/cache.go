@@ -444,7 +444,7 @@ const defaultIndexPages = 1024
 // table at most half full finds nearly every page in one or two.
 const maxIndexProbes = 16
 
-// newPageIndex returns an index with room for n pages: twice as many
+// newPageIndex returns an index with room for n pages: at least twice as many
 // slots, a power of two.
 func newPageIndex(n int) *pageIndex {
 	size := 1
