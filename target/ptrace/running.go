@@ -118,9 +118,7 @@ func runningThreads(pid, n int) []target.Thread {
 	if err != nil {
 		return nil
 	}
-	if i := slices.Index(tids, pid); i > 0 {
-		tids = slices.Insert(slices.Delete(tids, i, i+1), 0, pid)
-	}
+	sortMainFirst(pid, tids)
 	var out []target.Thread
 	for _, tid := range tids {
 		if len(out) == n {

@@ -505,13 +505,19 @@ func mainFirst[V any](pid int, threads map[int]V) []int {
 	for tid := range threads {
 		tids = append(tids, tid)
 	}
+	sortMainFirst(pid, tids)
+	return tids
+}
+
+// sortMainFirst sorts the thread ids tids of process pid in place: the
+// main thread first, then by id.
+func sortMainFirst(pid int, tids []int) {
 	sort.Slice(tids, func(i, j int) bool {
 		if (tids[i] == pid) != (tids[j] == pid) {
 			return tids[i] == pid
 		}
 		return tids[i] < tids[j]
 	})
-	return tids
 }
 
 // wait handles stops until one is an event for the caller. With stopping
