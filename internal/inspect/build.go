@@ -353,8 +353,6 @@ func (b *builder) warn(format string, args ...any) {
 	b.r.Warnings = append(b.r.Warnings, fmt.Sprintf(format, args...))
 }
 
-func hexID(a uint64) string { return ompd.Hex(a) }
-
 func strp(s string) *string { return &s }
 func intp(i int) *int       { return &i }
 
@@ -474,7 +472,7 @@ func funcNameIn(m *target.Module, addr uint64) string {
 			return name
 		}
 	}
-	return hexID(addr)
+	return ompd.Hex(addr)
 }
 
 func (b *builder) threads() {
@@ -526,7 +524,7 @@ func (b *builder) threads() {
 			st, futex := inf.InferredState()
 			th.State = strp(st.String())
 			if futex != 0 {
-				th.Futex = strp(hexID(futex))
+				th.Futex = strp(ompd.Hex(futex))
 			}
 			if why := inf.IdleReason(); why != "" {
 				th.Idle = strp(why)
@@ -578,10 +576,10 @@ func (b *builder) blockedOn(w *ompd.Wait) *BlockedOn {
 		bo.Source = "stack"
 	}
 	if w.Object != 0 {
-		bo.Object = hexID(w.Object)
+		bo.Object = ompd.Hex(w.Object)
 	}
 	if w.Team != 0 && w.What == ompd.WaitBarrier {
-		bo.Object = hexID(w.Team)
+		bo.Object = ompd.Hex(w.Team)
 	}
 	if w.Holder != 0 {
 		if nt, ok := b.cb.ThreadByPointer(w.Holder); ok {
@@ -721,7 +719,7 @@ func (b *builder) newRegion(idx, level int, p backend.Parallel) {
 		b.warn("region %s: %v", id, err)
 	}
 	if fn, err := p.Function(); err == nil {
-		reg.EntryAddr = hexID(fn)
+		reg.EntryAddr = ompd.Hex(fn)
 		var dwarfLoc string
 		reg.Function, dwarfLoc = b.symbolize(fn)
 		reg.Location = dwarfLoc
@@ -842,7 +840,7 @@ func (b *builder) newTask(idx int, k backend.Task, status string, tid int) {
 	}
 	var dwarfLoc string
 	if fn, err := k.Function(); err == nil {
-		t.EntryAddr = hexID(fn)
+		t.EntryAddr = ompd.Hex(fn)
 		t.Function, dwarfLoc = b.symbolize(fn)
 	}
 	if p, err := k.Parallel(); err == nil {
@@ -861,7 +859,7 @@ func (b *builder) newTask(idx int, k backend.Task, status string, tid int) {
 		if tg, err := m.Taskgroup(); err != nil {
 			b.warn("task %s: its taskgroup: %v", id, err)
 		} else if tg != 0 {
-			t.Taskgroup = strp(hexID(tg))
+			t.Taskgroup = strp(ompd.Hex(tg))
 		}
 	}
 	if loc, err := k.Location(); err == nil {
@@ -881,7 +879,7 @@ func (b *builder) newTask(idx int, k backend.Task, status string, tid int) {
 	}
 	if b.r.Runtime.StateTracking {
 		if exit, enter, err := k.Frame(); err == nil {
-			t.ExitFrame, t.EnterFrame = strp(hexID(exit)), strp(hexID(enter))
+			t.ExitFrame, t.EnterFrame = strp(ompd.Hex(exit)), strp(ompd.Hex(enter))
 		}
 	}
 	b.r.Tasks = append(b.r.Tasks, t)

@@ -248,7 +248,7 @@ func (s *session) parallelEnd(ev *Event, th *llvm.Thread) {
 
 // region describes p; with members, the team's gtids too.
 func (s *session) region(p *llvm.Parallel, ev *Event, members bool) *Region {
-	r := &Region{ID: hex(p.Addr()), Serialized: p.Serialized()}
+	r := &Region{ID: ompd.Hex(p.Addr()), Serialized: p.Serialized()}
 	note := func(what string, err error) {
 		ev.Warnings = append(ev.Warnings, fmt.Sprintf("region %s: %s: %v", r.ID, what, err))
 	}
@@ -274,7 +274,7 @@ func (s *session) region(p *llvm.Parallel, ev *Event, members bool) *Region {
 	}
 	if r.Level > 1 {
 		if e, err := p.Enclosing(); err == nil && e != nil {
-			r.Parent = hex(e.Addr())
+			r.Parent = ompd.Hex(e.Addr())
 		}
 	}
 	if members {
@@ -320,14 +320,14 @@ func (s *session) task(ev *Event, th *llvm.Thread) bool {
 	}
 	fl, err := k.Flags()
 	if err != nil {
-		ev.Warnings = append(ev.Warnings, fmt.Sprintf("task %s: flags: %v", hex(k.Addr()), err))
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("task %s: flags: %v", ompd.Hex(k.Addr()), err))
 		return true
 	}
 	if !fl.Explicit && ev.Kind == KindTaskEnd {
 		s.sum.ignored++
 		return false
 	}
-	t := &Task{ID: hex(k.Addr()), Flags: flagNames(fl)}
+	t := &Task{ID: ompd.Hex(k.Addr()), Flags: flagNames(fl)}
 	if fn, err := k.Function(); err == nil {
 		t.Function = s.symbolize(fn)
 	} else {
@@ -339,10 +339,10 @@ func (s *session) task(ev *Event, th *llvm.Thread) bool {
 		ev.Warnings = append(ev.Warnings, fmt.Sprintf("task %s: location: %v", t.ID, err))
 	}
 	if g, err := k.Generating(); err == nil && g != nil {
-		t.Parent = hex(g.Addr())
+		t.Parent = ompd.Hex(g.Addr())
 	}
 	if p, err := k.Parallel(); err == nil && p != nil {
-		t.Region = hex(p.Addr())
+		t.Region = ompd.Hex(p.Addr())
 	}
 	ev.Task = t
 	s.pairTask(ev)

@@ -403,7 +403,6 @@ func (s *session) addressSpace() (*llvm.AddressSpace, error) {
 func (s *session) now() float64 { return time.Since(s.start).Seconds() }
 
 // hex formats an id.
-func hex(a uint64) string { return ompd.Hex(a) }
 
 // symbolize names the function at addr, once per address.
 func (s *session) symbolize(addr uint64) string {

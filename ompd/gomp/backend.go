@@ -337,14 +337,12 @@ func (g *gas) BlockedTasks([]backend.Task) ([]backend.BlockedTask, error) {
 	return nil, fmt.Errorf("libgomp's task dependences: %w", backend.ErrUnsupported)
 }
 
-func label(a uint64) string { return ompd.Hex(a) }
-
 type gthread struct {
 	g *gas
 	t *Thread
 }
 
-func (h *gthread) Label() string  { return label(h.t.Addr) }
+func (h *gthread) Label() string  { return ompd.Hex(h.t.Addr) }
 func (h *gthread) Release() error { return nil }
 func (h *gthread) Compare(o backend.Thread) int {
 	return cmp.Compare(h.t.Addr, o.(*gthread).t.Addr)
@@ -452,7 +450,7 @@ func (p *gparallel) team() (*Team, error) {
 	return p.tm, p.err
 }
 
-func (p *gparallel) Label() string  { return label(p.addr) }
+func (p *gparallel) Label() string  { return ompd.Hex(p.addr) }
 func (p *gparallel) Release() error { return nil }
 func (p *gparallel) Compare(o backend.Parallel) int {
 	return cmp.Compare(p.addr, o.(*gparallel).addr)
@@ -580,7 +578,7 @@ func (k *gtask) Label() string {
 	if k.addr == 0 {
 		return fmt.Sprintf("initial@%#x", k.initialOf)
 	}
-	return label(k.addr)
+	return ompd.Hex(k.addr)
 }
 func (k *gtask) Release() error { return nil }
 func (k *gtask) Compare(o backend.Task) int {

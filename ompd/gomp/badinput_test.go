@@ -664,8 +664,8 @@ func TestQueuedTasksCyclicQueue(t *testing.T) {
 		labels = append(labels, k.Label())
 	}
 	// T2 comes first (address order): A, B, C first; T3's D, E, F last.
-	wantFirst := []string{label(s.a), label(s.b), label(s.c)}
-	wantLast := []string{label(s.d), label(s.e), label(s.ff)}
+	wantFirst := []string{fmt.Sprintf("%#x", s.a), fmt.Sprintf("%#x", s.b), fmt.Sprintf("%#x", s.c)}
+	wantLast := []string{fmt.Sprintf("%#x", s.d), fmt.Sprintf("%#x", s.e), fmt.Sprintf("%#x", s.ff)}
 	if len(labels) != 6 || !slices.Equal(labels[:3], wantFirst) || !slices.Equal(labels[3:], wantLast) {
 		t.Errorf("QueuedTasks: %d tasks, want %v first and %v last", len(labels), wantFirst, wantLast)
 	}

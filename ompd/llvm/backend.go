@@ -76,11 +76,9 @@ func (n nativeAS) BlockedTasks(from []backend.Task) ([]backend.BlockedTask, erro
 	return out, err
 }
 
-func label(a ompd.Address) string { return ompd.Hex(a) }
-
 type nativeThread struct{ t *Thread }
 
-func (n nativeThread) Label() string      { return label(n.t.Addr()) }
+func (n nativeThread) Label() string      { return ompd.Hex(n.t.Addr()) }
 func (n nativeThread) Release() error     { return nil }
 func (n nativeThread) GTID() (int, error) { return n.t.GTID(), nil }
 func (n nativeThread) Compare(o backend.Thread) int {
@@ -99,7 +97,7 @@ func (n nativeThread) CurrentTask() (backend.Task, error) {
 
 type nativeParallel struct{ p *Parallel }
 
-func (n nativeParallel) Label() string  { return label(n.p.Addr()) }
+func (n nativeParallel) Label() string  { return ompd.Hex(n.p.Addr()) }
 func (n nativeParallel) Release() error { return nil }
 func (n nativeParallel) Compare(o backend.Parallel) int {
 	return n.p.Compare(o.(nativeParallel).p)
@@ -126,7 +124,7 @@ func (n nativeParallel) Location() (ompd.Location, error) { return n.p.Location(
 
 type nativeTask struct{ k *Task }
 
-func (n nativeTask) Label() string  { return label(n.k.Addr()) }
+func (n nativeTask) Label() string  { return ompd.Hex(n.k.Addr()) }
 func (n nativeTask) Release() error { return nil }
 func (n nativeTask) Compare(o backend.Task) int {
 	return n.k.Compare(o.(nativeTask).k)
