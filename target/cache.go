@@ -176,7 +176,7 @@ func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 		return fmt.Errorf("reading %d bytes at %#x: %w", len(buf), addr, ErrUnmapped)
 	}
 	first := addr &^ (PageSize - 1)
-	if c.readIndexed(addr, buf) {
+	if c.readIndexed(addr, end, buf) {
 		return nil
 	}
 	count := int(((end-1)&^(PageSize-1)-first)/PageSize) + 1
@@ -229,12 +229,11 @@ func (c *MemCache) ReadMemory(addr uint64, buf []byte) error {
 	return nil
 }
 
-// readIndexed fills buf from addr when the index holds every page it
-// spans (at most two: longer reads take the shards' path), and reports
-// whether it did.
-func (c *MemCache) readIndexed(addr uint64, buf []byte) bool {
+// readIndexed fills buf from addr (to end, past it) when the index holds
+// every page it spans (at most two: longer reads take the shards' path),
+// and reports whether it did.
+func (c *MemCache) readIndexed(addr, end uint64, buf []byte) bool {
 	idx := c.index.Load()
-	end := addr + uint64(len(buf))
 	first := addr &^ (PageSize - 1)
 	last := (end - 1) &^ (PageSize - 1)
 	if last-first > PageSize {
@@ -259,10 +258,10 @@ func (c *MemCache) readIndexed(addr uint64, buf []byte) bool {
 
 // Prefetch reads the pages holding addrs that are not cached yet, as few
 // calls as the source allows (a PageListReader reads a thousand scattered
-// pages in one, where reading them one by one costs three times as much),
-// and keeps those it could read. It is advice: a page it cannot read is
-// left to the read that needs it, which says why; nothing is done when
-// the source reads no lists. Every page it reads takes room in the
+// pages in one, where reading them one by one costs up to three times as
+// much), and keeps those it could read. It is advice: a page it cannot
+// read is left to the read that needs it, which says why; nothing is done
+// when the source reads no lists. Every page it reads takes room in the
 // cache's memory: ask only for pages likely to be read.
 func (c *MemCache) Prefetch(addrs []uint64) {
 	src, ok := c.src.(PageListReader)
