@@ -948,22 +948,6 @@ func (b *builder) blocked() {
 }
 
 func (b *builder) icvs() {
-	add := func(icv ompd.ICV, owner any, h any) {
-		v, err := b.as.ICV(h, icv)
-		if err != nil {
-			if owner == nil {
-				b.warn("ICV %s (%s): %v", icv.Name, icv.Scope, err)
-			} else {
-				b.warn("ICV %s (%s %v): %v", icv.Name, icv.Scope, owner, err)
-			}
-			return
-		}
-		var val any = v.Num
-		if v.IsString {
-			val = v.Str
-		}
-		b.r.ICVs = append(b.r.ICVs, ICV{Name: icv.Name, Scope: icv.Scope.String(), Owner: owner, Value: val})
-	}
 	all, err := b.as.ICVs()
 	if err != nil {
 		b.warn("ICVs: %v", err)
@@ -977,27 +961,38 @@ func (b *builder) icvs() {
 	}
 	b.r.ICVs = slices.Grow(b.r.ICVs, len(scoped[ompd.ScopeAddressSpace])+len(scoped[ompd.ScopeThread])*len(b.threadH)+
 		len(scoped[ompd.ScopeParallel])*len(b.r.Regions)+len(scoped[ompd.ScopeTask])*len(b.r.Tasks))
-	for _, icv := range scoped[ompd.ScopeAddressSpace] {
-		add(icv, nil, b.as)
-	}
-	// Each owner is made an interface value once, not once per ICV.
-	for i, h := range b.threadH {
-		owner := any(b.ompTIDs[i])
-		for _, icv := range scoped[ompd.ScopeThread] {
-			add(icv, owner, h)
+	vals := make([]ompd.Value, len(all))
+	errs := make([]error, len(all))
+	// add reads the ICVs of a scope from h, one handle's at once
+	// (backend.ReadICVs). Each owner is made an interface value once,
+	// not once per ICV.
+	add := func(icvs []ompd.ICV, owner any, h any) {
+		backend.ReadICVs(b.as, h, icvs, vals, errs)
+		for i, icv := range icvs {
+			if err := errs[i]; err != nil {
+				if owner == nil {
+					b.warn("ICV %s (%s): %v", icv.Name, icv.Scope, err)
+				} else {
+					b.warn("ICV %s (%s %v): %v", icv.Name, icv.Scope, owner, err)
+				}
+				continue
+			}
+			var val any = vals[i].Num
+			if vals[i].IsString {
+				val = vals[i].Str
+			}
+			b.r.ICVs = append(b.r.ICVs, ICV{Name: icv.Name, Scope: icv.Scope.String(), Owner: owner, Value: val})
 		}
+	}
+	add(scoped[ompd.ScopeAddressSpace], nil, b.as)
+	for i, h := range b.threadH {
+		add(scoped[ompd.ScopeThread], any(b.ompTIDs[i]), h)
 	}
 	for i, reg := range b.r.Regions { // index i is the region's in b.regions until normalize
-		owner := any(reg.ID)
-		for _, icv := range scoped[ompd.ScopeParallel] {
-			add(icv, owner, b.regions.At(i))
-		}
+		add(scoped[ompd.ScopeParallel], any(reg.ID), b.regions.At(i))
 	}
 	for i, t := range b.r.Tasks {
-		owner := any(t.ID)
-		for _, icv := range scoped[ompd.ScopeTask] {
-			add(icv, owner, b.tasks.At(i))
-		}
+		add(scoped[ompd.ScopeTask], any(t.ID), b.tasks.At(i))
 	}
 }
 

@@ -65,6 +65,28 @@ type AddressSpace interface {
 	Release() error
 }
 
+// ICVBatch is implemented by an AddressSpace that reads several ICVs of
+// one handle for less than one at a time: what they read alike (the
+// handle's task, its ICV block, its flags) is read once.
+type ICVBatch interface {
+	// ICVsOf reads icvs from handle into vals and errs (of len(icvs)):
+	// vals[i] and errs[i] are what ICV(handle, icvs[i]) returns.
+	ICVsOf(handle any, icvs []ompd.ICV, vals []ompd.Value, errs []error)
+}
+
+// ReadICVs reads icvs from handle into vals and errs (of len(icvs)), as
+// ICVBatch does: with as's ICVsOf when it has one, else one ICV at a
+// time.
+func ReadICVs(as AddressSpace, handle any, icvs []ompd.ICV, vals []ompd.Value, errs []error) {
+	if b, ok := as.(ICVBatch); ok {
+		b.ICVsOf(handle, icvs, vals, errs)
+		return
+	}
+	for i, icv := range icvs {
+		vals[i], errs[i] = as.ICV(handle, icv)
+	}
+}
+
 // BlockedTask is a task that waits for dependences, with the tasks it
 // waits for and the runtime's count of unfinished predecessors. Task and
 // Predecessors are new handles, which the caller releases.

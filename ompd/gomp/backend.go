@@ -170,20 +170,37 @@ func (g *gas) ICVs() ([]ompd.ICV, error) {
 // ICV reads one ICV of a handle of this backend (the address space, a
 // thread, a parallel region or a task).
 func (g *gas) ICV(handle any, icv ompd.ICV) (ompd.Value, error) {
-	var ic *ICVs
-	var err error
-	switch h := handle.(type) {
+	r := icvReader{g: g, handle: handle}
+	return r.value(icv)
+}
+
+// ICVsOf reads icvs from handle (backend.ICVBatch): the handle's ICV
+// block is read once for all of them.
+func (g *gas) ICVsOf(handle any, icvs []ompd.ICV, vals []ompd.Value, errs []error) {
+	r := icvReader{g: g, handle: handle}
+	for i, icv := range icvs {
+		vals[i], errs[i] = r.value(icv)
+	}
+}
+
+// icvReader reads the ICVs of one handle, its ICV block once.
+type icvReader struct {
+	g      *gas
+	handle any
+
+	read   bool
+	values map[string]ompd.Value // the block's ICVs by name (ICVs.Values)
+	err    error
+}
+
+// value reads icv (ICV).
+func (r *icvReader) value(icv ompd.ICV) (ompd.Value, error) {
+	switch h := r.handle.(type) {
 	case *gas:
-		// The address space's ICVs are globals of their own.
-		ic = &ICVs{Cancel: -1, MaxTaskPriority: -1}
-		if err := g.as.globalICVs(ic); err != nil {
-			return ompd.Value{}, err
-		}
 	case *gthread:
 		if icv.Name == "thread-num-var" {
 			return ompd.Value{Num: int64(h.t.TeamID)}, nil
 		}
-		ic, err = g.as.ICVsOf(h.t)
 	case *gparallel:
 		tm, terr := h.team()
 		if terr != nil {
@@ -209,18 +226,41 @@ func (g *gas) ICV(handle any, icv ompd.ICV) (ompd.Value, error) {
 		case "implicit-task-var":
 			return boolValue(k.Kind == TaskImplicit), nil
 		}
-		ic, err = g.as.ICVsOf(&Thread{Task: h.addr})
 	default:
-		return ompd.Value{}, fmt.Errorf("ICV %s: %T is no handle of libgomp's backend", icv.Name, handle)
+		return ompd.Value{}, fmt.Errorf("ICV %s: %T is no handle of libgomp's backend", icv.Name, r.handle)
 	}
-	if err != nil {
-		return ompd.Value{}, err
+	if !r.read {
+		r.read = true
+		r.values, r.err = r.block()
 	}
-	v, ok := ic.Values()[icv.Name]
+	if r.err != nil {
+		return ompd.Value{}, r.err
+	}
+	v, ok := r.values[icv.Name]
 	if !ok {
 		return ompd.Value{}, fmt.Errorf("ICV %s: %w", icv.Name, ompd.ErrUnavailable)
 	}
 	return v, nil
+}
+
+// block reads the ICVs the handle's block holds: the address space's
+// globals of their own, a thread's task's ICVs, or a task's.
+func (r *icvReader) block() (map[string]ompd.Value, error) {
+	var ic *ICVs
+	var err error
+	switch h := r.handle.(type) {
+	case *gas:
+		ic = &ICVs{Cancel: -1, MaxTaskPriority: -1}
+		err = r.g.as.globalICVs(ic)
+	case *gthread:
+		ic, err = r.g.as.ICVsOf(h.t)
+	case *gtask:
+		ic, err = r.g.as.ICVsOf(&Thread{Task: h.addr})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ic.Values(), nil
 }
 
 func boolValue(b bool) ompd.Value {

@@ -719,7 +719,9 @@ func exerciseState(t *testing.T, s *fakeState) {
 
 // exerciseBackend calls what a report calls, through the backend.
 func exerciseBackend(g backend.AddressSpace, tps []uint64) {
-	g.ICVs()
+	icvs, _ := g.ICVs()
+	vals, errs := make([]ompd.Value, len(icvs)), make([]error, len(icvs))
+	backend.ReadICVs(g, g, icvs, vals, errs)
 	g.DisplayControlVars()
 	for _, tp := range tps {
 		h, err := g.ThreadHandle(ompd.ThreadIDPthread, tp)
@@ -733,12 +735,14 @@ func exerciseBackend(g backend.AddressSpace, tps []uint64) {
 		for _, icv := range []string{"nthreads-var", "thread-num-var"} {
 			g.ICV(h, ompd.ICV{Name: icv})
 		}
+		backend.ReadICVs(g, h, icvs, vals, errs)
 		if k, err := h.CurrentTask(); err == nil {
 			for i := 0; k != nil && i <= MaxNesting+1; i++ {
 				k.Flags()
 				k.Function()
 				k.Parallel()
 				g.ICV(k, ompd.ICV{Name: "final-task-var"})
+				backend.ReadICVs(g, k, icvs, vals, errs)
 				k, _ = k.Generating()
 			}
 		}

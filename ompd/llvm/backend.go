@@ -33,20 +33,38 @@ func (n nativeAS) ThreadHandle(kind ompd.ThreadIDKind, id uint64) (backend.Threa
 }
 
 func (n nativeAS) ICV(handle any, icv ompd.ICV) (ompd.Value, error) {
-	var h any
-	switch v := handle.(type) {
-	case nativeAS:
-		h = v.as
-	case nativeThread:
-		h = v.t
-	case nativeParallel:
-		h = v.p
-	case nativeTask:
-		h = v.k
-	default:
-		return ompd.Value{}, fmt.Errorf("ICV %s: %T is no handle of the native backend", icv.Name, handle)
+	h, err := n.icvHandle(handle)
+	if err != nil {
+		return ompd.Value{}, fmt.Errorf("ICV %s: %w", icv.Name, err)
 	}
 	return n.as.ICVValue(h, icv.ID)
+}
+
+// ICVsOf reads icvs from handle (backend.ICVBatch).
+func (n nativeAS) ICVsOf(handle any, icvs []ompd.ICV, vals []ompd.Value, errs []error) {
+	h, err := n.icvHandle(handle)
+	if err != nil {
+		for i, icv := range icvs {
+			vals[i], errs[i] = ompd.Value{}, fmt.Errorf("ICV %s: %w", icv.Name, err)
+		}
+		return
+	}
+	n.as.ICVValues(h, icvs, vals, errs)
+}
+
+// icvHandle is the package's own handle of one of the backend's handles.
+func (n nativeAS) icvHandle(handle any) (any, error) {
+	switch v := handle.(type) {
+	case nativeAS:
+		return v.as, nil
+	case nativeThread:
+		return v.t, nil
+	case nativeParallel:
+		return v.p, nil
+	case nativeTask:
+		return v.k, nil
+	}
+	return nil, fmt.Errorf("%T is no handle of the native backend", handle)
 }
 
 func (n nativeAS) QueuedTasks() ([]backend.Task, error) {

@@ -78,20 +78,58 @@ func lookupICV(id ompd.ICVID) (ompd.ICV, error) {
 // scope: *AddressSpace, *Thread, *Parallel or *Task (ompd_get_icv_from_scope
 // and ompd_get_icv_string_from_scope in one).
 func (as *AddressSpace) ICVValue(handle any, id ompd.ICVID) (ompd.Value, error) {
+	r := icvReader{as: as, handle: handle}
+	return r.value(id)
+}
+
+// ICVValues reads the ICVs icvs (by their IDs) from handle into vals and
+// errs, each what ICVValue would return, reading what several of them
+// read alike once: a report reads every ICV of a scope from each handle
+// of that scope, ten of them from each of a thousand tasks.
+func (as *AddressSpace) ICVValues(handle any, icvs []ompd.ICV, vals []ompd.Value, errs []error) {
+	r := icvReader{as: as, handle: handle}
+	for i, icv := range icvs {
+		vals[i], errs[i] = r.value(icv.ID)
+	}
+}
+
+// icvReader reads the ICVs of one handle, keeping for the next ICV what
+// they read alike: the thread's number, the task's data and ICV block
+// (a thread's current task's) and the task's flags.
+// Its errors are kept as read and wrapped for each ICV as it fails.
+type icvReader struct {
+	as     *AddressSpace
+	handle any
+
+	numRead bool
+	num     int
+	numErr  error
+
+	blockRead bool
+	td, block ompd.Address // the task's kmp_taskdata_t and its td_icvs
+	blockRC   ompd.RC
+	blockErr  error
+
+	flagsRead bool
+	flags     ompd.Flags
+	flagsErr  error
+}
+
+// value reads ICV id (ICVValue).
+func (r *icvReader) value(id ompd.ICVID) (ompd.Value, error) {
 	icv, err := lookupICV(id)
 	if err != nil {
 		return ompd.Value{}, err
 	}
 	op := icvOps[id-1]
 	num := func(v int64, err error) (ompd.Value, error) {
-		var e *ompd.Error
-		if errors.As(err, &e) {
+		if err == nil {
+			return ompd.Value{Num: v}, nil
+		}
+		if e := (*ompd.Error)(nil); errors.As(err, &e) {
 			return ompd.Value{}, err // it says what was read already
 		}
-		if err != nil {
-			return ompd.Value{}, fail(op, ompd.RCError, err)
-		}
-		return ompd.Value{Num: v}, nil
+		return ompd.Value{}, fail(op, ompd.RCError, err)
 	}
 	str := func(s string, err error) (ompd.Value, error) {
 		if err != nil {
@@ -99,11 +137,11 @@ func (as *AddressSpace) ICVValue(handle any, id ompd.ICVID) (ompd.Value, error) 
 		}
 		return ompd.Value{Str: s, IsString: true}, nil
 	}
-	m := as.mem
+	as, m := r.as, r.as.mem
 	switch icv.Scope {
 	case ompd.ScopeAddressSpace:
-		if _, ok := handle.(*AddressSpace); !ok {
-			return ompd.Value{}, fail(op, ompd.RCBadInput, fmt.Errorf("%s has address_space scope; got %T", icv.Name, handle))
+		if _, ok := r.handle.(*AddressSpace); !ok {
+			return ompd.Value{}, fail(op, ompd.RCBadInput, fmt.Errorf("%s has address_space scope; got %T", icv.Name, r.handle))
 		}
 		switch icv.Name {
 		case "stacksize-var":
@@ -131,42 +169,38 @@ func (as *AddressSpace) ICVValue(handle any, id ompd.ICVID) (ompd.Value, error) 
 			return num(m.globalValue("__kmp_avail_proc"))
 		}
 	case ompd.ScopeThread:
-		t, ok := handle.(*Thread)
+		t, ok := r.handle.(*Thread)
 		if !ok {
-			return ompd.Value{}, fail(op, ompd.RCBadInput, fmt.Errorf("%s has thread scope; got %T", icv.Name, handle))
+			return ompd.Value{}, fail(op, ompd.RCBadInput, fmt.Errorf("%s has thread scope; got %T", icv.Name, r.handle))
 		}
 		switch icv.Name {
 		case "thread-num-var", "ompd-thread-num-var":
-			n, err := t.ThreadNum()
-			return num(int64(n), err)
+			if !r.numRead {
+				r.numRead = true
+				r.num, r.numErr = t.ThreadNum()
+			}
+			return num(int64(r.num), r.numErr)
 		}
-		td, err := m.readField(t.th, "kmp_base_info_t", "th_current_task")
+		block, rc, err := r.icvBlock()
 		if err != nil {
-			return ompd.Value{}, fail(op, ompd.RCError, err)
-		}
-		if td == 0 {
-			return ompd.Value{}, fail(op, ompd.RCUnavailable, fmt.Errorf("thread at %#x has no current task", t.th))
-		}
-		icvs, err := m.field(td, "kmp_taskdata_t", "td_icvs")
-		if err != nil {
-			return ompd.Value{}, fail(op, ompd.RCError, err)
+			return ompd.Value{}, fail(op, rc, err)
 		}
 		switch icv.Name {
 		case "dyn-var":
-			return num(m.readFieldInt(icvs, "kmp_internal_control_t", "dynamic"))
+			return num(m.readFieldInt(block, "kmp_internal_control_t", "dynamic"))
 		case "default-device-var":
-			return num(m.readFieldInt(icvs, "kmp_internal_control_t", "default_device"))
+			return num(m.readFieldInt(block, "kmp_internal_control_t", "default_device"))
 		case "nthreads-var":
-			nproc, err := m.readFieldInt(icvs, "kmp_internal_control_t", "nproc")
+			nproc, err := m.readFieldInt(block, "kmp_internal_control_t", "nproc")
 			if err != nil {
 				return ompd.Value{}, fail(op, ompd.RCError, err)
 			}
-			return as.nestedList(op, td, nproc, "__kmp_nested_nth", "kmp_nested_nthreads_t", "nth")
+			return r.nestedList(op, nproc, "__kmp_nested_nth", "kmp_nested_nthreads_t", "nth")
 		}
 	case ompd.ScopeParallel:
-		p, ok := handle.(*Parallel)
+		p, ok := r.handle.(*Parallel)
 		if !ok {
-			return ompd.Value{}, fail(op, ompd.RCBadInput, fmt.Errorf("%s has parallel scope; got %T", icv.Name, handle))
+			return ompd.Value{}, fail(op, ompd.RCBadInput, fmt.Errorf("%s has parallel scope; got %T", icv.Name, r.handle))
 		}
 		switch icv.Name {
 		case "levels-var":
@@ -180,40 +214,80 @@ func (as *AddressSpace) ICVValue(handle any, id ompd.ICVID) (ompd.Value, error) 
 			return num(int64(v), err)
 		}
 	case ompd.ScopeTask:
-		k, ok := handle.(*Task)
+		k, ok := r.handle.(*Task)
 		if !ok {
-			return ompd.Value{}, fail(op, ompd.RCBadInput, fmt.Errorf("%s has task scope; got %T", icv.Name, handle))
+			return ompd.Value{}, fail(op, ompd.RCBadInput, fmt.Errorf("%s has task scope; got %T", icv.Name, r.handle))
 		}
 		switch icv.Name {
 		case "final-task-var", "ompd-final-var", "ompd-final-task-var":
-			f, err := k.Flags()
+			f, err := r.taskFlags(k)
 			return num(b2i(f.Final), err)
 		case "implicit-task-var", "ompd-implicit-var", "ompd-implicit-task-var":
-			f, err := k.Flags()
+			f, err := r.taskFlags(k)
 			return num(b2i(!f.Explicit), err)
 		}
-		icvs, err := m.field(k.td, "kmp_taskdata_t", "td_icvs")
+		block, rc, err := r.icvBlock()
 		if err != nil {
-			return ompd.Value{}, fail(op, ompd.RCError, err)
+			return ompd.Value{}, fail(op, rc, err)
 		}
 		switch icv.Name {
 		case "thread-limit-var":
-			return num(m.readFieldInt(icvs, "kmp_internal_control_t", "thread_limit"))
+			return num(m.readFieldInt(block, "kmp_internal_control_t", "thread_limit"))
 		case "max-active-levels-var":
-			return num(m.readFieldInt(icvs, "kmp_internal_control_t", "max_active_levels"))
+			return num(m.readFieldInt(block, "kmp_internal_control_t", "max_active_levels"))
 		case "run-sched-var":
-			return str(as.runSched(icvs))
+			return str(as.runSched(block))
 		case "bind-var":
-			bind, err := m.readFieldInt(icvs, "kmp_internal_control_t", "proc_bind")
+			bind, err := m.readFieldInt(block, "kmp_internal_control_t", "proc_bind")
 			if err != nil {
 				return ompd.Value{}, fail(op, ompd.RCError, err)
 			}
-			return as.nestedList(op, k.td, bind, "__kmp_nested_proc_bind", "kmp_nested_proc_bind_t", "bind_types")
+			return r.nestedList(op, bind, "__kmp_nested_proc_bind", "kmp_nested_proc_bind_t", "bind_types")
 		}
 	}
 	return ompd.Value{}, fail(op, ompd.RCUnsupported, nil)
 }
 
+// icvBlock returns the address of the ICV block (td_icvs) of the task
+// whose ICVs the handle has, a thread's current task or the task, read
+// once; or the return code and the error to fail with.
+func (r *icvReader) icvBlock() (ompd.Address, ompd.RC, error) {
+	if !r.blockRead {
+		r.blockRead = true
+		r.td, r.block, r.blockRC, r.blockErr = r.readBlock()
+	}
+	return r.block, r.blockRC, r.blockErr
+}
+
+// readBlock reads what icvBlock returns: the task's data, its ICV block,
+// and what failed.
+func (r *icvReader) readBlock() (td, block ompd.Address, rc ompd.RC, err error) {
+	m := r.as.mem
+	switch h := r.handle.(type) {
+	case *Thread:
+		if td, err = m.readField(h.th, "kmp_base_info_t", "th_current_task"); err != nil {
+			return 0, 0, ompd.RCError, err
+		}
+		if td == 0 {
+			return 0, 0, ompd.RCUnavailable, fmt.Errorf("thread at %#x has no current task", h.th)
+		}
+	case *Task:
+		td = h.td
+	}
+	if block, err = m.field(td, "kmp_taskdata_t", "td_icvs"); err != nil {
+		return 0, 0, ompd.RCError, err
+	}
+	return td, block, 0, nil
+}
+
+// taskFlags returns the flags of task k, read once.
+func (r *icvReader) taskFlags(k *Task) (ompd.Flags, error) {
+	if !r.flagsRead {
+		r.flagsRead = true
+		r.flags, r.flagsErr = k.Flags()
+	}
+	return r.flags, r.flagsErr
+}
 func b2i(b bool) int64 {
 	if b {
 		return 1
@@ -221,12 +295,12 @@ func b2i(b bool) int64 {
 	return 0
 }
 
-// nestedList completes a list ICV (nthreads-var, bind-var): the task's own
-// value, then the runtime's nested list entries for the levels below the
+// nestedList completes a list ICV (nthreads-var, bind-var): the value
+// of the task icvBlock read, then the runtime's nested list entries for the levels below the
 // task's team level. One element gives a number, more give the
 // comma-separated list LLVM's library prints.
-func (as *AddressSpace) nestedList(op string, td ompd.Address, first int64, global, typ, arrField string) (ompd.Value, error) {
-	m := as.mem
+func (r *icvReader) nestedList(op string, first int64, global, typ, arrField string) (ompd.Value, error) {
+	as, m := r.as, r.as.mem
 	gaddr, err := as.cb.SymbolAddr(global, m.lay.hint)
 	if err != nil {
 		return ompd.Value{}, fail(op, ompd.RCError, err)
@@ -235,7 +309,7 @@ func (as *AddressSpace) nestedList(op string, td ompd.Address, first int64, glob
 	if err != nil {
 		return ompd.Value{}, fail(op, ompd.RCError, err)
 	}
-	teamPtr, err := m.readField(td, "kmp_taskdata_t", "td_team")
+	teamPtr, err := m.readField(r.td, "kmp_taskdata_t", "td_team")
 	if err != nil {
 		return ompd.Value{}, fail(op, ompd.RCError, err)
 	}

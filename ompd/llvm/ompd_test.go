@@ -776,8 +776,98 @@ func TestICVValues(t *testing.T) {
 			if err != nil || got != c.want {
 				t.Errorf("%s on %T: %+v, %v; want %+v", c.name, c.h, got, err, c.want)
 			}
+			// The same ICV read with every other of its scope, from
+			// the same handle, at once.
+			got, err = icvInBatch(t, as, c.h, c.name)
+			if err != nil || got != c.want {
+				t.Errorf("%s on %T in a batch: %+v, %v; want %+v", c.name, c.h, got, err, c.want)
+			}
 		}
 	})
+}
+
+// icvInBatch reads every ICV of the scope of ICV name from h at once
+// (ICVValues), and returns name's.
+func icvInBatch(t *testing.T, as *llvm.AddressSpace, h any, name string) (ompd.Value, error) {
+	t.Helper()
+	all := as.EnumerateICVs()
+	var scope ompd.Scope
+	for _, icv := range all {
+		if icv.Name == name {
+			scope = icv.Scope
+		}
+	}
+	var icvs []ompd.ICV
+	for _, icv := range all {
+		if icv.Scope == scope {
+			icvs = append(icvs, icv)
+		}
+	}
+	vals, errs := make([]ompd.Value, len(icvs)), make([]error, len(icvs))
+	as.ICVValues(h, icvs, vals, errs)
+	for i, icv := range icvs {
+		if icv.Name == name {
+			return vals[i], errs[i]
+		}
+	}
+	t.Fatalf("no ICV %s", name)
+	return ompd.Value{}, nil
+}
+
+// countingReads counts the reads of each address it passes on.
+type countingReads struct {
+	ompd.Callbacks
+	reads map[ompd.Address]int
+}
+
+func (c *countingReads) ReadMemory(addr ompd.Address, buf []byte) error {
+	c.reads[addr]++
+	return c.Callbacks.ReadMemory(addr, buf)
+}
+
+// TestICVValuesReadOnce reads every task ICV of a task at once and checks
+// that what they share is read once: the task's flags (six ICVs); and
+// every thread ICV of a thread: its current task (three ICVs) and its
+// number in its team (two).
+func TestICVValuesReadOnce(t *testing.T) {
+	s := newScenario(t, layouts[0], tracking)
+	cr := &countingReads{Callbacks: s.cb, reads: map[ompd.Address]int{}}
+	as, err := llvm.ProcessInitialize(cr, hint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byScope := map[ompd.Scope][]ompd.ICV{}
+	for _, icv := range as.EnumerateICVs() {
+		byScope[icv.Scope] = append(byScope[icv.Scope], icv)
+	}
+	read := func(h any, icvs []ompd.ICV) {
+		t.Helper()
+		clear(cr.reads)
+		vals, errs := make([]ompd.Value, len(icvs)), make([]error, len(icvs))
+		as.ICVValues(h, icvs, vals, errs)
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("%s: %v", icvs[i].Name, err)
+			}
+		}
+	}
+	td := s.task["imp0.0"]
+	th0 := try(as.ThreadHandle(ompd.ThreadIDPthread, ptTh0)).must(t)
+	root := try(try(try(th0.CurrentParallel()).must(t).Enclosing()).must(t).TaskIn(0)).must(t)
+	read(root, byScope[ompd.ScopeTask])
+	if n := len(byScope[ompd.ScopeTask]); n != 10 {
+		t.Fatalf("%d task ICVs, want 10", n)
+	}
+	if n := cr.reads[s.b.addrOf(td, "kmp_taskdata_t", "td_flags")]; n != 1 {
+		t.Errorf("td_flags of the task read %d times for its ICVs, want 1", n)
+	}
+	read(th0, byScope[ompd.ScopeThread])
+	if n := cr.reads[s.b.addrOf(s.info["th0"], "kmp_info_t", "th.th_current_task")]; n != 1 {
+		t.Errorf("th_current_task of the thread read %d times for its ICVs, want 1", n)
+	}
+	if n := cr.reads[s.b.addrOf(s.info["th0"], "kmp_info_t", "th.th_info.ds.ds_tid")]; n != 1 {
+		t.Errorf("ds_tid of the thread read %d times for its ICVs, want 1", n)
+	}
 }
 
 func TestICVValueErrors(t *testing.T) {
@@ -798,6 +888,11 @@ func TestICVValueErrors(t *testing.T) {
 			t.Errorf("%s on %T: %v, want ErrBadInput", c.name, c.h, err)
 		}
 		wantErrContains(t, err, "reading "+c.name, "scope")
+		_, err = icvInBatch(t, as, c.h, c.name)
+		if !errors.Is(err, ompd.ErrBadInput) {
+			t.Errorf("%s on %T in a batch: %v, want ErrBadInput", c.name, c.h, err)
+		}
+		wantErrContains(t, err, "reading "+c.name, "scope")
 	}
 	for _, id := range []ompd.ICVID{0, -1, 31, 1000} {
 		if _, err := as.ICVValue(as, id); !errors.Is(err, ompd.ErrBadInput) {
@@ -811,9 +906,24 @@ func TestICVValueErrors(t *testing.T) {
 	if _, err := icvByName(t, as, pool, "nthreads-var"); !errors.Is(err, ompd.ErrUnavailable) {
 		t.Errorf("nthreads-var of a thread without task: %v, want ErrUnavailable", err)
 	}
+	for _, name := range []string{"dyn-var", "nthreads-var", "default-device-var"} {
+		_, err := icvInBatch(t, as, pool, name)
+		if !errors.Is(err, ompd.ErrUnavailable) {
+			t.Errorf("%s of a thread without task in a batch: %v, want ErrUnavailable", name, err)
+		}
+		wantErrContains(t, err, "reading "+name, "no current task")
+	}
+	if v, err := icvInBatch(t, as, pool, "thread-num-var"); err != nil || v != num(0) {
+		t.Errorf("thread-num-var of a thread without task in a batch: %+v, %v; want 0", v, err)
+	}
 	delete(s.b.tgt.syms, "__kmp_nested_nth")
 	_, err := icvByName(t, as, th0, "nthreads-var")
 	wantErrContains(t, err, "reading nthreads-var", "__kmp_nested_nth")
+	_, err = icvInBatch(t, as, th0, "nthreads-var")
+	wantErrContains(t, err, "reading nthreads-var", "__kmp_nested_nth")
+	if v, err := icvInBatch(t, as, th0, "dyn-var"); err != nil || v != num(1) {
+		t.Errorf("dyn-var beside a failing nthreads-var in a batch: %+v, %v; want 1", v, err)
+	}
 }
 
 func TestValueString(t *testing.T) {
