@@ -120,6 +120,7 @@ func NewAddressSpace(cb ompd.Callbacks) (*AddressSpace, error) {
 	as.CriticalLock = as.staticMutex("GOMP_critical_start")
 	as.AtomicLock = as.staticMutex("GOMP_atomic_start")
 	as.findMutexWait()
+	as.Layout.seal()
 	return as, nil
 }
 

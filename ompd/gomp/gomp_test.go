@@ -305,3 +305,35 @@ func TestFortranLiveAndGcore(t *testing.T) {
 		"OMP_WAIT_POLICY=passive", "OMP_MAX_ACTIVE_LEVELS=2", "OMP_NUM_THREADS=2"}})
 	liveAndGcore(t, p, func(t *testing.T, tg target.Target) { checkTarget(t, tg, p.Ready) })
 }
+
+// TestLayoutSeal checks that a sealed layout answers field as the table
+// does: a field with its size (1 byte, 4 bytes), one the table gives no
+// size for (8), and a field that is not there.
+func TestLayoutSeal(t *testing.T) {
+	l, err := parseLayout("gomp_task_icv dyn_var 36 1\ngomp_task_icv nthreads_var 0 8\ngomp_team_state team_id 16 4\ngomp_task - 200\nenum GOMP_TASK_TIED 1\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.vals["gomp_thread.ts"] = 24 // as runChecks adds an offset the code revealed
+	want := map[string]fieldAt{
+		"gomp_task_icv.dyn_var": {36, 1}, "gomp_task_icv.nthreads_var": {0, 8},
+		"gomp_team_state.team_id": {16, 4}, "gomp_thread.ts": {24, 8},
+	}
+	for _, sealed := range []bool{false, true} {
+		if sealed {
+			l.seal()
+			if len(l.fields) != len(want) {
+				t.Errorf("sealed layout indexes %d fields, want %d: %v", len(l.fields), len(want), l.fields)
+			}
+		}
+		for key, w := range want {
+			off, size, err := l.field(key)
+			if err != nil || (fieldAt{off, size}) != w {
+				t.Errorf("sealed %v: field(%s) = %d, %d, %v; want %d, %d", sealed, key, off, size, err, w.off, w.size)
+			}
+		}
+		if _, _, err := l.field("gomp_task.kind"); err == nil || !strings.Contains(err.Error(), "gomp_task.kind is not known") {
+			t.Errorf("sealed %v: field of a missing key: %v", sealed, err)
+		}
+	}
+}

@@ -51,13 +51,9 @@ func (as *AddressSpace) ThreadPointer(addr uint64) uint64 { return uint64(int64(
 // field reads an unsigned field of size 1, 4 or 8 (the table's size) at
 // base + the field's offset.
 func (as *AddressSpace) field(base uint64, key string) (uint64, error) {
-	off, err := as.Layout.off(key)
+	off, size, err := as.Layout.field(key)
 	if err != nil {
 		return 0, err
-	}
-	size, ok := as.Layout.Get("sizeof " + key)
-	if !ok {
-		size = 8
 	}
 	var v uint64
 	switch size {
@@ -589,20 +585,22 @@ func (as *AddressSpace) ICVsOf(t *Thread) (*ICVs, error) {
 		ic.Source, ic.FromGlobal = as.GlobalICV, true
 	}
 	var err error
-	read := func(f string) uint64 {
+	// Each field named whole: a name built for each read was a tenth of
+	// the ICVs' CPU.
+	read := func(key string) uint64 {
 		if err != nil {
 			return 0
 		}
 		var v uint64
-		v, err = as.field(ic.Source, "gomp_task_icv."+f)
+		v, err = as.field(ic.Source, key)
 		return v
 	}
-	ic.NThreads = read("nthreads_var")
-	ic.RunSched = int32(read("run_sched_var"))
-	ic.Chunk = int32(read("run_sched_chunk_size"))
-	ic.DefaultDevice = int32(read("default_device_var"))
-	ic.ThreadLimit = uint32(read("thread_limit_var"))
-	ic.Dyn = read("dyn_var") != 0
+	ic.NThreads = read("gomp_task_icv.nthreads_var")
+	ic.RunSched = int32(read("gomp_task_icv.run_sched_var"))
+	ic.Chunk = int32(read("gomp_task_icv.run_sched_chunk_size"))
+	ic.DefaultDevice = int32(read("gomp_task_icv.default_device_var"))
+	ic.ThreadLimit = uint32(read("gomp_task_icv.thread_limit_var"))
+	ic.Dyn = read("gomp_task_icv.dyn_var") != 0
 	if _, inTask := as.Layout.Get("gomp_task_icv.max_active_levels_var"); !inTask && as.MaxActiveLevelsVar != 0 {
 		// A global of type unsigned long (GCC 10).
 		if err == nil {
@@ -614,9 +612,9 @@ func (as *AddressSpace) ICVsOf(t *Thread) (*ICVs, error) {
 			}
 		}
 	} else {
-		ic.MaxActiveLevels = int(read("max_active_levels_var"))
+		ic.MaxActiveLevels = int(read("gomp_task_icv.max_active_levels_var"))
 	}
-	ic.Bind = int8(read("bind_var"))
+	ic.Bind = int8(read("gomp_task_icv.bind_var"))
 	if err != nil {
 		return nil, fmt.Errorf("ICVs at %#x: %w", ic.Source, err)
 	}
