@@ -188,9 +188,9 @@ type icvReader struct {
 	g      *gas
 	handle any
 
-	read   bool
-	values map[string]ompd.Value // the block's ICVs by name (ICVs.Values)
-	err    error
+	read bool
+	ic   *ICVs // the block's ICVs
+	err  error
 }
 
 // value reads icv (ICV).
@@ -231,12 +231,12 @@ func (r *icvReader) value(icv ompd.ICV) (ompd.Value, error) {
 	}
 	if !r.read {
 		r.read = true
-		r.values, r.err = r.block()
+		r.ic, r.err = r.block()
 	}
 	if r.err != nil {
 		return ompd.Value{}, r.err
 	}
-	v, ok := r.values[icv.Name]
+	v, ok := r.ic.Value(icv.Name)
 	if !ok {
 		return ompd.Value{}, fmt.Errorf("ICV %s: %w", icv.Name, ompd.ErrUnavailable)
 	}
@@ -245,7 +245,7 @@ func (r *icvReader) value(icv ompd.ICV) (ompd.Value, error) {
 
 // block reads the ICVs the handle's block holds: the address space's
 // globals of their own, a thread's task's ICVs, or a task's.
-func (r *icvReader) block() (map[string]ompd.Value, error) {
+func (r *icvReader) block() (*ICVs, error) {
 	var ic *ICVs
 	var err error
 	switch h := r.handle.(type) {
@@ -257,10 +257,7 @@ func (r *icvReader) block() (map[string]ompd.Value, error) {
 	case *gtask:
 		ic, err = r.g.as.ICVsOf(&Thread{Task: h.addr})
 	}
-	if err != nil {
-		return nil, err
-	}
-	return ic.Values(), nil
+	return ic, err
 }
 
 func boolValue(b bool) ompd.Value {

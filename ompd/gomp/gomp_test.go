@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ompd-inspect/ompd-inspect/internal/fixture"
+	"github.com/ompd-inspect/ompd-inspect/ompd"
 	"github.com/ompd-inspect/ompd-inspect/target"
 )
 
@@ -334,6 +335,27 @@ func TestLayoutSeal(t *testing.T) {
 		}
 		if _, _, err := l.field("gomp_task.kind"); err == nil || !strings.Contains(err.Error(), "gomp_task.kind is not known") {
 			t.Errorf("sealed %v: field of a missing key: %v", sealed, err)
+		}
+	}
+}
+
+// TestICVsValue checks the names ICVs.Value answers and the globals it
+// holds only when read (-1 when not).
+func TestICVsValue(t *testing.T) {
+	ic := &ICVs{NThreads: 4, Dyn: true, RunSched: 2, Chunk: 3, ThreadLimit: 0xffffffff, MaxActiveLevels: 5,
+		Bind: 3, DefaultDevice: 1, Cancel: 1, MaxTaskPriority: -1}
+	for name, want := range map[string]ompd.Value{
+		"nthreads-var": {Num: 4}, "dyn-var": {Num: 1}, "run-sched-var": {Str: "dynamic,3", IsString: true},
+		"thread-limit-var": {Num: 0x7fffffff}, "max-active-levels-var": {Num: 5}, "bind-var": {Num: 3},
+		"default-device-var": {Num: 1}, "cancel-var": {Num: 1},
+	} {
+		if got, ok := ic.Value(name); !ok || got != want {
+			t.Errorf("Value(%s) = %+v, %v; want %+v", name, got, ok, want)
+		}
+	}
+	for _, name := range []string{"max-task-priority-var", "levels-var", "stacksize-var"} {
+		if got, ok := ic.Value(name); ok {
+			t.Errorf("Value(%s) = %+v, want none", name, got)
 		}
 	}
 }

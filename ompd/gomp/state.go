@@ -675,31 +675,35 @@ func (ic *ICVs) ThreadLimitValue() int64 {
 	return int64(ic.ThreadLimit)
 }
 
-// Values returns the ICVs under the names ompd/llvm uses.
-func (ic *ICVs) Values() map[string]ompd.Value {
-	num := func(v int64) ompd.Value { return ompd.Value{Num: v} }
-	b := func(v bool) ompd.Value {
-		if v {
-			return num(1)
+// Value returns the ICV name (under the names ompd/llvm uses) and
+// whether ic holds it.
+func (ic *ICVs) Value(name string) (ompd.Value, bool) {
+	num := func(v int64) (ompd.Value, bool) { return ompd.Value{Num: v}, true }
+	switch name {
+	case "nthreads-var":
+		return num(int64(ic.NThreads))
+	case "dyn-var":
+		return boolValue(ic.Dyn), true
+	case "run-sched-var":
+		return ompd.Value{Str: ic.ScheduleString(), IsString: true}, true
+	case "thread-limit-var":
+		return num(ic.ThreadLimitValue())
+	case "max-active-levels-var":
+		return num(int64(ic.MaxActiveLevels))
+	case "bind-var":
+		return num(int64(ic.Bind))
+	case "default-device-var":
+		return num(int64(ic.DefaultDevice))
+	case "cancel-var":
+		if ic.Cancel >= 0 {
+			return num(int64(ic.Cancel))
 		}
-		return num(0)
+	case "max-task-priority-var":
+		if ic.MaxTaskPriority >= 0 {
+			return num(int64(ic.MaxTaskPriority))
+		}
 	}
-	m := map[string]ompd.Value{
-		"nthreads-var":          num(int64(ic.NThreads)),
-		"dyn-var":               b(ic.Dyn),
-		"run-sched-var":         {Str: ic.ScheduleString(), IsString: true},
-		"thread-limit-var":      num(ic.ThreadLimitValue()),
-		"max-active-levels-var": num(int64(ic.MaxActiveLevels)),
-		"bind-var":              num(int64(ic.Bind)),
-		"default-device-var":    num(int64(ic.DefaultDevice)),
-	}
-	if ic.Cancel >= 0 {
-		m["cancel-var"] = num(int64(ic.Cancel))
-	}
-	if ic.MaxTaskPriority >= 0 {
-		m["max-task-priority-var"] = num(int64(ic.MaxTaskPriority))
-	}
-	return m
+	return ompd.Value{}, false
 }
 
 // UnavailableICVs are the ICVs of the LLVM side that libgomp has no place
