@@ -54,6 +54,18 @@ func (m *memReader) ReadPages(addr uint64, buf []byte) (int, error) {
 	return m.readFile(addr, buf)
 }
 
+// readable reports whether the byte at addr can be read now with
+// process_vm_readv (false when the reader uses /proc/PID/mem instead),
+// bypassing every cache.
+func (m *memReader) readable(addr uint64) bool {
+	if addr == 0 || m.useFile.Load() {
+		return false
+	}
+	var b [1]byte
+	n, err := m.readVM(addr, b[:])
+	return err == nil && n == 1
+}
+
 // fallBack reports whether a process_vm_readv failure calls for
 // /proc/PID/mem: the system call is missing or refused.
 func fallBack(err error) bool {

@@ -221,6 +221,14 @@ var ErrGone = errors.New("the process ended")
 // killed or ending while it was read, whose memory may have been torn down
 // under the reader.
 func (p *Process) Alive() error {
+	// The memory of a killed process is torn down before its threads
+	// become zombies: a byte of the stack of the thread memory is read
+	// through, read in one system call, answers for a live process what
+	// the files below answer in 30 to 80 µs (a tenth of the read of 4
+	// threads). What it cannot answer, they do.
+	if len(p.threads) > 0 && p.mem.readable(p.threads[0].Regs.Rsp) {
+		return nil
+	}
 	dir := fmt.Sprintf("/proc/%d/task", p.pid)
 	// A killed process loses its memory before its threads become
 	// zombies: no mappings left for the thread memory was read through

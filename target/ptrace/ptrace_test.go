@@ -1331,6 +1331,15 @@ func TestAlive(t *testing.T) {
 	if err := p.Alive(); err != nil {
 		t.Fatalf("Alive of a held process: %v", err)
 	}
+	// Alive's first answer: the stack of the thread memory is read
+	// through can be read; an unmapped page cannot.
+	sp := p.threads[0].Regs.Rsp
+	if !p.mem.readable(sp) {
+		t.Fatalf("the stack pointer %#x of thread %d of a held process is not readable", sp, p.threads[0].TID)
+	}
+	if p.mem.readable(0x1000) || p.mem.readable(0) {
+		t.Fatal("page 0x1000 or address 0 of the process is readable")
+	}
 	if err := unix.Kill(tt.pid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -1344,6 +1353,9 @@ func TestAlive(t *testing.T) {
 	}
 	if err == nil || err.Error() != want || !errors.Is(err, ErrGone) {
 		t.Fatalf("Alive of a killed process: %v, want %s", err, want)
+	}
+	if p.mem.readable(sp) {
+		t.Errorf("the stack pointer %#x of the killed process is still readable", sp)
 	}
 }
 
