@@ -187,8 +187,8 @@ func ModuleIn(mods []*Module, addr uint64) *Module {
 // segment, is read from t's memory. A target that reads its code itself
 // (CodeReader: a core file) is asked instead.
 func ReadCode(t Target, addr uint64, buf []byte) error {
-	if !CodeFromFiles(t) {
-		return t.(CodeReader).ReadCode(addr, buf)
+	if cr, own := t.(CodeReader); own {
+		return cr.ReadCode(addr, buf)
 	}
 	if m := ModuleAt(t, addr); m != nil && m.Image != nil && addr >= m.Bias {
 		if m.Image.ReadCode(addr-m.Bias, buf) == nil {

@@ -165,7 +165,7 @@ func Attach(pid int, opts Options) (*Process, error) {
 		p.warnf("process %d: cannot read the executable's path: %v", pid, err)
 		exe = ""
 	}
-	mods, warns, err := loadModules(pid, live, exe, &earlyFiles{fileOps: realFiles{opts.Images}, early: p.early})
+	_, mods, warns, err := loadModules(pid, live, exe, &earlyFiles{fileOps: realFiles{opts.Images}, early: p.early})
 	p.warnings = append(p.warnings, warns...)
 	if err != nil {
 		if cerr := p.Close(); cerr != nil {

@@ -275,15 +275,15 @@ type moduleInfo struct {
 }
 
 // loadModules lists the ELF modules of a process from /proc/TID/maps of
-// one of its live threads. It returns warnings for modules it could list
-// but not read.
-func loadModules(pid, tid int, exe string, files fileOps) ([]moduleInfo, []string, error) {
+// one of its live threads, and returns the mappings it read them from.
+// It returns warnings for modules it could list but not read.
+func loadModules(pid, tid int, exe string, files fileOps) ([]mapping, []moduleInfo, []string, error) {
 	maps, err := readMaps(pid, tid)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	mods, warns := buildModules(groupMappings(maps, exe), tid, files)
-	return mods, warns, nil
+	return maps, mods, warns, nil
 }
 
 // readMaps reads and parses /proc/TID/maps of thread tid of process pid.
@@ -630,10 +630,10 @@ func (p *Process) openEarly(tid int, prepare func(*elf.Image)) earlyListing {
 	if err != nil {
 		return listed
 	}
-	if listed.maps, err = readMaps(p.pid, tid); err != nil {
+	var mods []moduleInfo
+	if listed.maps, mods, _, err = loadModules(p.pid, tid, exe, realFiles{p.imageOpts}); err != nil {
 		return listed
 	}
-	mods, _ := buildModules(groupMappings(listed.maps, exe), tid, realFiles{p.imageOpts})
 	p.early = make(map[string]image)
 	// As many at a time as there are CPUs: each may hold a module's
 	// debug information.

@@ -286,7 +286,7 @@ func (t *Tracee) Modules() ([]*target.Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process %d: reading the executable's path: %w", t.pid, err)
 	}
-	mods, warns, err := loadModules(t.pid, t.pid, exe, realFiles{t.imageOpts})
+	_, mods, warns, err := loadModules(t.pid, t.pid, exe, realFiles{t.imageOpts})
 	if err != nil {
 		return nil, err
 	}
