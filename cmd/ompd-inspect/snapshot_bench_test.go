@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -74,8 +75,10 @@ func reportHeld(b *testing.B, held []time.Duration) {
 // stopped (stopped-ms/op) and the peak RSS (peak-MiB); its runs and gdb's
 // report their median time besides the mean (median-ms), and its runs and
 // the floors the median time stopped (stopped-median-ms). Each runs on the
-// OMPD build (OMP_DEBUG=enabled) and on Debian's stripped libomp 19 (its
-// knowledge recovered from its code). Figures: docs/benchmarks.md.
+// OMPD build (OMP_DEBUG=enabled), on Debian's stripped libomp 19 (its
+// knowledge recovered from its code) and on GNU libgomp (wide.c built
+// with gcc-12; at 1024 threads against gdb alone, as LLVM's plugin reads
+// no libgomp). Figures: docs/benchmarks.md.
 //
 //	go test -run '^$' -bench Snapshot -benchtime 3x ./cmd/ompd-inspect
 func BenchmarkSnapshot(b *testing.B) {
@@ -83,25 +86,35 @@ func BenchmarkSnapshot(b *testing.B) {
 	for _, c := range []struct {
 		name    string
 		threads int
-		stock   bool
+		runtime string // "ompd", "stock19" or "gomp"
 	}{
-		{"ompd/4", 4, false},
-		{"ompd/1024", 1024, false},
-		{"stock19/4", 4, true},
-		{"stock19/1024", 1024, true},
+		{"ompd/4", 4, "ompd"},
+		{"ompd/1024", 1024, "ompd"},
+		{"stock19/4", 4, "stock19"},
+		{"stock19/1024", 1024, "stock19"},
+		{"gomp/4", 4, "gomp"},
+		{"gomp/1024", 1024, "gomp"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			opts := fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled", "FX_WIDE=" + strconv.Itoa(c.threads)}}
-			if c.stock {
+			switch c.runtime {
+			case "stock19":
 				opts.Stripped, opts.Runtime = true, fixture.StockLibomp(19)
+			case "gomp":
+				// Asleep in the barrier, not spinning first.
+				opts.Exe = gompWide(b)
+				opts.Env = append(opts.Env, "OMP_WAIT_POLICY=passive")
 			}
 			p := fixture.Start(b, "wide", opts)
 			pid := strconv.Itoa(p.PID)
 			view, gdbArgs := []string{"attach", pid}, []string{"-batch", "-nx", "-p", pid}
 			if c.threads > 4 {
 				view = append(view, "all", "--json")
-				gdbArgs = append(gdbArgs, "-ex", "source "+pluginDir+"/__init__.py",
-					"-ex", "ompd init", "-ex", "ompd threads", "-ex", "ompd icvs", "-ex", "ompd parallel")
+				// LLVM's plugin reads no libgomp: gdb alone there.
+				if c.runtime != "gomp" {
+					gdbArgs = append(gdbArgs, "-ex", "source "+pluginDir+"/__init__.py",
+						"-ex", "ompd init", "-ex", "ompd threads", "-ex", "ompd icvs", "-ex", "ompd parallel")
+				}
 			}
 			gdbArgs = append(gdbArgs, "-ex", "thread apply all bt")
 			b.Run("ompd-inspect", func(b *testing.B) {
@@ -195,6 +208,18 @@ func BenchmarkSnapshot(b *testing.B) {
 			}
 		})
 	}
+}
+
+// gompWide builds testdata/wide.c with gcc-12 -fopenmp, on GNU libgomp,
+// and returns the program's path.
+func gompWide(b *testing.B) string {
+	b.Helper()
+	exe := filepath.Join(b.TempDir(), "wide")
+	src := filepath.Join(fixture.TestdataDir(b), "wide.c")
+	if out, err := exec.Command("gcc-12", "-g", "-O1", "-fopenmp", "-o", exe, src).CombinedOutput(); err != nil {
+		b.Fatalf("gcc-12 %s: %v\n%s", src, err, out)
+	}
+	return exe
 }
 
 // inspectOnce runs ompd-inspect with --stats and returns how long it ran
