@@ -69,17 +69,18 @@ type AddressSpace interface {
 // one handle for less than one at a time: what they read alike (the
 // handle's task, its ICV block, its flags) is read once.
 type ICVBatch interface {
-	// ICVsOf reads icvs from handle into vals and errs (of len(icvs)):
-	// vals[i] and errs[i] are what ICV(handle, icvs[i]) returns.
-	ICVsOf(handle any, icvs []ompd.ICV, vals []ompd.Value, errs []error)
+	// ICVValues reads icvs from handle into vals and errs (each at
+	// least len(icvs) long): vals[i] and errs[i] are what ICV(handle,
+	// icvs[i]) returns.
+	ICVValues(handle any, icvs []ompd.ICV, vals []ompd.Value, errs []error)
 }
 
-// ReadICVs reads icvs from handle into vals and errs (of len(icvs)), as
-// ICVBatch does: with as's ICVsOf when it has one, else one ICV at a
-// time.
+// ReadICVs reads icvs from handle into vals and errs (each at least
+// len(icvs) long), as ICVBatch does: with as's ICVValues when it has one,
+// else one ICV at a time.
 func ReadICVs(as AddressSpace, handle any, icvs []ompd.ICV, vals []ompd.Value, errs []error) {
 	if b, ok := as.(ICVBatch); ok {
-		b.ICVsOf(handle, icvs, vals, errs)
+		b.ICVValues(handle, icvs, vals, errs)
 		return
 	}
 	for i, icv := range icvs {

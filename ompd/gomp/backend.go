@@ -40,6 +40,8 @@ type gas struct {
 	read map[uint64]teamRead
 }
 
+var _ backend.ICVBatch = (*gas)(nil)
+
 type teamRead struct {
 	tm  *Team
 	err error
@@ -174,9 +176,9 @@ func (g *gas) ICV(handle any, icv ompd.ICV) (ompd.Value, error) {
 	return r.value(icv)
 }
 
-// ICVsOf reads icvs from handle (backend.ICVBatch): the handle's ICV
+// ICVValues reads icvs from handle (backend.ICVBatch): the handle's ICV
 // block is read once for all of them.
-func (g *gas) ICVsOf(handle any, icvs []ompd.ICV, vals []ompd.Value, errs []error) {
+func (g *gas) ICVValues(handle any, icvs []ompd.ICV, vals []ompd.Value, errs []error) {
 	r := icvReader{g: g, handle: handle}
 	for i, icv := range icvs {
 		vals[i], errs[i] = r.value(icv)

@@ -949,3 +949,88 @@ func offsets(l *Layout) map[string]int64 {
 	}
 	return out
 }
+
+// TestBackendICVs reads the ICVs of two threads, their tasks and the
+// address space through the backend, one at a time and in a batch of
+// their scope, with the layout as the table gives it and sealed: the
+// values laid in the tasks' ICV blocks (each thread's its own, so that
+// nothing read for one handle serves another) and in the globals.
+func TestBackendICVs(t *testing.T) {
+	for _, sealed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sealed=%v", sealed), func(t *testing.T) {
+			s := newState(t)
+			if sealed {
+				s.l.seal()
+			}
+			type icvBlock struct{ nthreads, sched, chunk, device, limit, dyn, levels, bind uint64 }
+			lay := func(task uint64, b icvBlock) {
+				icv := task + s.off("gomp_task.icv")
+				for key, v := range map[string]uint64{
+					"nthreads_var": b.nthreads, "run_sched_var": b.sched, "run_sched_chunk_size": b.chunk,
+					"default_device_var": b.device, "thread_limit_var": b.limit, "dyn_var": b.dyn,
+					"max_active_levels_var": b.levels, "bind_var": b.bind,
+				} {
+					s.set(icv, "gomp_task_icv."+key, v)
+				}
+			}
+			lay(s.t2impl0, icvBlock{nthreads: 3, sched: 2, chunk: 4, device: 1, limit: 7, dyn: 1, levels: 5, bind: 2})
+			lay(s.implicit(s.t2, 1), icvBlock{nthreads: 6, sched: 3, chunk: 1, device: 0, limit: 0xffffffff, dyn: 0, levels: 1, bind: 4})
+			s.as.CancelVar, s.as.MaxTaskPriorityVar = s.f.alloc(8), s.f.alloc(8)
+			s.f.put(s.as.CancelVar, 0, 1)
+			s.f.put(s.as.MaxTaskPriorityVar, 9, 4)
+			num := func(v int64) ompd.Value { return ompd.Value{Num: v} }
+			g := Backend(s.as)
+			all, err := g.ICVs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func(what string, h any, want map[string]ompd.Value) {
+				t.Helper()
+				var icvs []ompd.ICV
+				for _, icv := range all {
+					if _, ok := want[icv.Name]; ok {
+						icvs = append(icvs, icv)
+					}
+				}
+				if len(icvs) != len(want) {
+					t.Fatalf("%s: the backend lists %d of the %d ICVs wanted", what, len(icvs), len(want))
+				}
+				vals, errs := make([]ompd.Value, len(icvs)), make([]error, len(icvs))
+				backend.ReadICVs(g, h, icvs, vals, errs)
+				for i, icv := range icvs {
+					one, oneErr := g.ICV(h, icv)
+					if errs[i] != nil || oneErr != nil || vals[i] != want[icv.Name] || one != want[icv.Name] {
+						t.Errorf("%s %s: batch %+v, %v; one %+v, %v; want %+v", what, icv.Name, vals[i], errs[i], one, oneErr, want[icv.Name])
+					}
+				}
+			}
+			for _, c := range []struct {
+				tp         uint64
+				thread     map[string]ompd.Value
+				task       map[string]ompd.Value
+				threadName string
+			}{
+				{s.tp1, map[string]ompd.Value{"nthreads-var": num(3), "dyn-var": num(1), "default-device-var": num(1), "thread-num-var": num(0)},
+					map[string]ompd.Value{"run-sched-var": {Str: "dynamic,4", IsString: true}, "thread-limit-var": num(7),
+						"max-active-levels-var": num(5), "bind-var": num(2), "implicit-task-var": num(1), "final-task-var": num(0)},
+					"thread 1"},
+				{s.tp2, map[string]ompd.Value{"nthreads-var": num(6), "dyn-var": num(0), "default-device-var": num(0), "thread-num-var": num(1)},
+					map[string]ompd.Value{"run-sched-var": {Str: "guided,1", IsString: true}, "thread-limit-var": num(0x7fffffff),
+						"max-active-levels-var": num(1), "bind-var": num(4), "implicit-task-var": num(1), "final-task-var": num(0)},
+					"thread 2"},
+			} {
+				h, err := g.ThreadHandle(ompd.ThreadIDPthread, c.tp)
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(c.threadName, h, c.thread)
+				k, err := h.CurrentTask()
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(c.threadName+"'s task", k, c.task)
+			}
+			check("the address space", g, map[string]ompd.Value{"cancel-var": num(0), "max-task-priority-var": num(9)})
+		})
+	}
+}

@@ -337,6 +337,12 @@ func TestLayoutSeal(t *testing.T) {
 			t.Errorf("sealed %v: field of a missing key: %v", sealed, err)
 		}
 	}
+	// Sealed, the index answers: what the table held when sealed.
+	delete(l.vals, "gomp_team_state.team_id")
+	delete(l.vals, "sizeof gomp_team_state.team_id")
+	if off, size, err := l.field("gomp_team_state.team_id"); err != nil || off != 16 || size != 4 {
+		t.Errorf("sealed field(gomp_team_state.team_id) = %d, %d, %v; want 16, 4 from the index", off, size, err)
+	}
 }
 
 // TestICVsValue checks the names ICVs.Value answers and the globals it
@@ -356,6 +362,13 @@ func TestICVsValue(t *testing.T) {
 	for _, name := range []string{"max-task-priority-var", "levels-var", "stacksize-var"} {
 		if got, ok := ic.Value(name); ok {
 			t.Errorf("Value(%s) = %+v, want none", name, got)
+		}
+	}
+	// The globals' defaults, 0, are values.
+	ic.Cancel, ic.MaxTaskPriority = 0, 0
+	for _, name := range []string{"cancel-var", "max-task-priority-var"} {
+		if got, ok := ic.Value(name); !ok || got != (ompd.Value{Num: 0}) {
+			t.Errorf("Value(%s) of 0 = %+v, %v; want 0", name, got, ok)
 		}
 	}
 }

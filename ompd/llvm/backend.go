@@ -13,6 +13,8 @@ func Backend(as *AddressSpace) backend.AddressSpace { return nativeAS{as} }
 
 type nativeAS struct{ as *AddressSpace }
 
+var _ backend.ICVBatch = nativeAS{}
+
 func (n nativeAS) Backend() string                   { return backend.NameNative }
 func (n nativeAS) StateTracking() bool               { return n.as.StateTracking() }
 func (n nativeAS) OMPVersion() (int, error)          { return n.as.OMPVersion() }
@@ -40,8 +42,8 @@ func (n nativeAS) ICV(handle any, icv ompd.ICV) (ompd.Value, error) {
 	return n.as.ICVValue(h, icv.ID)
 }
 
-// ICVsOf reads icvs from handle (backend.ICVBatch).
-func (n nativeAS) ICVsOf(handle any, icvs []ompd.ICV, vals []ompd.Value, errs []error) {
+// ICVValues reads icvs from handle (backend.ICVBatch).
+func (n nativeAS) ICVValues(handle any, icvs []ompd.ICV, vals []ompd.Value, errs []error) {
 	h, err := n.icvHandle(handle)
 	if err != nil {
 		for i, icv := range icvs {

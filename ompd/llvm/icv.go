@@ -288,6 +288,7 @@ func (r *icvReader) taskFlags(k *Task) (ompd.Flags, error) {
 	}
 	return r.flags, r.flagsErr
 }
+
 func b2i(b bool) int64 {
 	if b {
 		return 1
@@ -295,9 +296,10 @@ func b2i(b bool) int64 {
 	return 0
 }
 
-// nestedList completes a list ICV (nthreads-var, bind-var): the value
-// of the task icvBlock read, then the runtime's nested list entries for the levels below the
-// task's team level. One element gives a number, more give the
+// nestedList completes a list ICV (nthreads-var, bind-var): first, the
+// value of the task icvBlock read (r.td, so icvBlock must have
+// succeeded), then the runtime's nested list entries for the levels
+// below the task's team level. One element gives a number, more give the
 // comma-separated list LLVM's library prints.
 func (r *icvReader) nestedList(op string, first int64, global, typ, arrField string) (ompd.Value, error) {
 	as, m := r.as, r.as.mem

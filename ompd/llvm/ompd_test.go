@@ -921,8 +921,12 @@ func TestICVValueErrors(t *testing.T) {
 	wantErrContains(t, err, "reading nthreads-var", "__kmp_nested_nth")
 	_, err = icvInBatch(t, as, th0, "nthreads-var")
 	wantErrContains(t, err, "reading nthreads-var", "__kmp_nested_nth")
+	// Read before and after the failing nthreads-var in the batch.
 	if v, err := icvInBatch(t, as, th0, "dyn-var"); err != nil || v != num(1) {
 		t.Errorf("dyn-var beside a failing nthreads-var in a batch: %+v, %v; want 1", v, err)
+	}
+	if v, err := icvInBatch(t, as, th0, "default-device-var"); err != nil || v != num(-1) {
+		t.Errorf("default-device-var after a failing nthreads-var in a batch: %+v, %v; want -1", v, err)
 	}
 }
 

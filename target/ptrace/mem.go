@@ -55,7 +55,7 @@ func (m *memReader) ReadPages(addr uint64, buf []byte) (int, error) {
 }
 
 // readable reports whether the byte at addr can be read now with
-// process_vm_readv (false when the reader uses /proc/PID/mem instead),
+// process_vm_readv (false when the reader uses /proc/TID/mem instead),
 // bypassing every cache.
 func (m *memReader) readable(addr uint64) bool {
 	if addr == 0 || m.useFile.Load() {

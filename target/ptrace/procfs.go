@@ -229,6 +229,11 @@ func (p *Process) Alive() error {
 	if len(p.threads) > 0 && p.mem.readable(p.threads[0].Regs.Rsp) {
 		return nil
 	}
+	return p.aliveInProc()
+}
+
+// aliveInProc is Alive's answer from the process's files in /proc.
+func (p *Process) aliveInProc() error {
 	dir := fmt.Sprintf("/proc/%d/task", p.pid)
 	// A killed process loses its memory before its threads become
 	// zombies: no mappings left for the thread memory was read through
