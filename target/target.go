@@ -64,6 +64,21 @@ type Module struct {
 // Contains reports whether addr lies inside the module's mapped range.
 func (m *Module) Contains(addr uint64) bool { return addr >= m.Start && addr < m.End }
 
+// Ender is a Target whose reads can end before it is closed: the view of
+// a running process that a rehearsal reads through, once its time is up,
+// or a process once released. Ended reports whether they have; reads
+// made while it reports false were not cut short by that end.
+type Ender interface {
+	Ended() bool
+}
+
+// Ended reports whether t's reads have ended (Ender); false for a target
+// whose reads do not end.
+func Ended(t Target) bool {
+	e, ok := t.(Ender)
+	return ok && e.Ended()
+}
+
 // Prefetcher is a Target that can read ahead, in one go, scattered
 // memory its caller expects to read next: a live process, where one read
 // of a thousand pages costs a third of a thousand reads of one. It is

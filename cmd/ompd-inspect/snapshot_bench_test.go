@@ -69,7 +69,10 @@ func reportHeld(b *testing.B, held []time.Duration) {
 //   - paired: the goals' ratios run by run, each run of ompd-inspect
 //     beside one of gdb and one of the fresh floor, in an order that
 //     rotates (vs-gdb-median: its time over gdb's; held-vs-floor-median
-//     and -max: the time it held the target over the floor's).
+//     and -max: the time it held the target over the floor's);
+//   - held: the time held over the fresh floor's alone, five pairs an
+//     iteration, the order alternating (held-vs-floor-median and -p90,
+//     and pairs-over-2: the fraction of pairs over the goal's 2).
 //
 // ompd-inspect's runs also report, from --stats, the time the target was
 // stopped (stopped-ms/op) and the peak RSS (peak-MiB); its runs and gdb's
@@ -203,6 +206,34 @@ func BenchmarkSnapshot(b *testing.B) {
 				b.ReportMetric(median(hold), "held-vs-floor-median")
 				b.ReportMetric(slices.Max(hold), "held-vs-floor-max")
 			})
+			// The time held against the floor alone, in more pairs than
+			// paired makes (gdb's runs take seconds): heldPairs pairs
+			// an iteration, each run of ompd-inspect beside one of the
+			// fresh floor, which goes first in every other pair.
+			b.Run("held", func(b *testing.B) {
+				inspectOnce(b, cliPath, view)
+				floorProcessOnce(b, pid)
+				var hold []float64
+				for b.Loop() {
+					for range heldPairs {
+						var held, floor time.Duration
+						if len(hold)%2 == 0 {
+							_, held, _ = inspectOnce(b, cliPath, view)
+							floor = floorProcessOnce(b, pid)
+						} else {
+							floor = floorProcessOnce(b, pid)
+							_, held, _ = inspectOnce(b, cliPath, view)
+						}
+						if floor <= 0 {
+							b.Fatalf("a floor of %v: no ratio", floor)
+						}
+						hold = append(hold, held.Seconds()/floor.Seconds())
+					}
+				}
+				b.ReportMetric(median(hold), "held-vs-floor-median")
+				b.ReportMetric(quantile(hold, 0.9), "held-vs-floor-p90")
+				b.ReportMetric(fractionOver(hold, 2), "pairs-over-2")
+			})
 			if stopped := p.StoppedThreads(b); len(stopped) != 0 {
 				b.Fatalf("threads %v left stopped", stopped)
 			}
@@ -282,6 +313,35 @@ func median(xs []float64) float64 {
 		return (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
 	return s[len(s)/2]
+}
+
+// heldPairs is how many pairs of runs an iteration of the held
+// sub-benchmark makes.
+const heldPairs = 5
+
+// quantile is the q-quantile of xs (the element at rank q*(len-1),
+// rounded down), 0 for none.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[int(q*float64(len(s)-1))]
+}
+
+// fractionOver is the fraction of xs greater than limit, 0 for none.
+func fractionOver(xs []float64, limit float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	n := 0
+	for _, x := range xs {
+		if x > limit {
+			n++
+		}
+	}
+	return float64(n) / float64(len(xs))
 }
 
 // tail is the last n bytes of s.

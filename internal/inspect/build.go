@@ -150,9 +150,16 @@ func buildGNU(t target.Target, src Source, opts Options, rt *target.Module) (*Re
 	}
 	cb := NewCallbacks(t, rt)
 	cb.stacks = opts.Stacks
-	gas, err := gomp.NewAddressSpace(cb)
+	known := gompKnowledgeOf(rt)
+	gas, err := gomp.NewAddressSpace(cb, known.get())
 	if err != nil {
 		return degraded(t, src, rt, err)
+	}
+	// What its reads of libgomp's image and code gave is kept with the
+	// image unless they may have been cut short: a rehearsal's reads end
+	// when its time is up.
+	if !target.Ended(t) {
+		known.set(gas.Knowledge())
 	}
 	b := &builder{t: t, cb: cb, rt: rt, unavailable: map[string]bool{}, gnu: gas, noSettings: opts.NoSettings}
 	b.as = gomp.Backend(gas)

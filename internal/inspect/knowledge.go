@@ -6,7 +6,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
+	"github.com/ompd-inspect/ompd-inspect/ompd/gomp"
 	"github.com/ompd-inspect/ompd-inspect/ompd/llvm/recovery"
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
@@ -235,4 +237,39 @@ func layoutBlockOf(im *elf.Image, rec *recovery.Knowledge) *layoutBlock {
 		}
 		return lb
 	}).(*layoutBlock)
+}
+
+// gompKnown keeps with libgomp's image what an address space of it
+// learned from its image and code (gomp.Knowledge), for the next one: the
+// stop after a rehearsal, a trace's next stop. Safe for concurrent use;
+// a nil *gompKnown keeps nothing.
+type gompKnown struct {
+	k atomic.Pointer[gomp.Knowledge]
+}
+
+// gompKnownKey keys gompKnown in an image's derived values.
+type gompKnownKey struct{}
+
+// gompKnowledgeOf returns what is kept with rt's image, nil when rt has
+// no image.
+func gompKnowledgeOf(rt *target.Module) *gompKnown {
+	if rt.Image == nil {
+		return nil
+	}
+	return rt.Image.Derived(gompKnownKey{}, func() any { return &gompKnown{} }).(*gompKnown)
+}
+
+// get returns what is kept, nil for none.
+func (g *gompKnown) get() *gomp.Knowledge {
+	if g == nil {
+		return nil
+	}
+	return g.k.Load()
+}
+
+// set keeps k.
+func (g *gompKnown) set(k *gomp.Knowledge) {
+	if g != nil {
+		g.k.Store(k)
+	}
 }

@@ -26,7 +26,7 @@ func checkBlocked(t *testing.T, tg target.Target, ready fixture.Ready) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	as, err := NewAddressSpace(cb)
+	as, err := NewAddressSpace(cb, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package gomp
 import (
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -93,10 +94,11 @@ func checkTargetRelease(t *testing.T, tg target.Target, ready fixture.Ready, wan
 	if err != nil {
 		t.Fatal(err)
 	}
-	as, err := NewAddressSpace(cb)
+	as, err := NewAddressSpace(cb, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkKnowledge(t, cb, as)
 	if as.Release != want {
 		t.Errorf("release %+v, want %+v", as.Release, want)
 	}
@@ -370,5 +372,52 @@ func TestICVsValue(t *testing.T) {
 		if got, ok := ic.Value(name); !ok || got != (ompd.Value{Num: 0}) {
 			t.Errorf("Value(%s) of 0 = %+v, %v; want 0", name, got, ok)
 		}
+	}
+}
+
+// readCounter counts the reads it passes on.
+type readCounter struct {
+	ompd.Callbacks
+	reads []ompd.Address
+}
+
+func (c *readCounter) ReadMemory(addr ompd.Address, buf []byte) error {
+	c.reads = append(c.reads, addr)
+	return c.Callbacks.ReadMemory(addr, buf)
+}
+
+// checkKnowledge checks that NewAddressSpace given as's knowledge gives
+// the same address space reading only the TLS offset's GOT slot, and
+// that knowledge of libgomp at another address is not used.
+func checkKnowledge(t *testing.T, cb ompd.Callbacks, as *AddressSpace) {
+	t.Helper()
+	k := as.Knowledge()
+	rc := &readCounter{Callbacks: cb}
+	again, err := NewAddressSpace(rc, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rc.reads) != 1 || rc.reads[0] != as.tlsSlot {
+		t.Errorf("with its knowledge, NewAddressSpace read %#x, want only the GOT slot %#x", rc.reads, as.tlsSlot)
+	}
+	bare := func(a *AddressSpace) AddressSpace {
+		c := *a
+		c.cb, c.m = nil, nil
+		return c
+	}
+	if got, want := bare(again), bare(as); !reflect.DeepEqual(got, want) {
+		t.Errorf("with its knowledge:\n%+v\nwant\n%+v", got, want)
+	}
+	if again.TLSOffset != as.TLSOffset || again.TLSOffset == 0 {
+		t.Errorf("TLS offset %d with its knowledge, %d without", again.TLSOffset, as.TLSOffset)
+	}
+	moved := as.Knowledge()
+	moved.as.threadNum += 0x1000
+	rc.reads = nil
+	if _, err := NewAddressSpace(rc, moved); err != nil {
+		t.Fatal(err)
+	}
+	if len(rc.reads) < 20 {
+		t.Errorf("with knowledge of libgomp at another address, NewAddressSpace read %d times: it used it", len(rc.reads))
 	}
 }

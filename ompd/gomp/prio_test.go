@@ -64,7 +64,7 @@ func checkPriorities(t *testing.T, tg target.Target, ready fixture.Ready, names 
 	if err != nil {
 		t.Fatal(err)
 	}
-	as, err := NewAddressSpace(cb)
+	as, err := NewAddressSpace(cb, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,7 +170,7 @@ func checkUnknown(t *testing.T, tg target.Target, ready fixture.Ready, node stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	as, err := NewAddressSpace(cb)
+	as, err := NewAddressSpace(cb, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,9 +27,15 @@ func TestDetachKeepsModules(t *testing.T) {
 	if r := p.Released(); !r.IsZero() {
 		t.Fatalf("Released before Detach: %v, want the zero time", r)
 	}
+	if target.Ended(p) {
+		t.Fatal("the reads of a held process have ended")
+	}
 	detaching := time.Now()
 	if err := p.Detach(); err != nil {
 		t.Fatalf("Detach: %v", err)
+	}
+	if !target.Ended(p) {
+		t.Fatal("the reads of a released process have not ended")
 	}
 	if r, now := p.Released(), time.Now(); r.Before(detaching) || r.After(now) || !r.After(p.StopBegan()) {
 		t.Errorf("Released %v: want it during Detach (%v to %v), after StopBegan %v", r, detaching, now, p.StopBegan())

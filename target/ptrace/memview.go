@@ -60,6 +60,9 @@ func (v *memView) ReadPageList(addrs []uint64, buf []byte) (int, error) {
 	return v.mem.ReadPageList(addrs, buf)
 }
 
+// Ended reports whether the view's reads have ended (target.Ender).
+func (v *memView) Ended() bool { return v.ended.Load() }
+
 // Prefetch reads ahead the pages holding addrs into the cache
 // (target.Prefetcher); nothing once the view has ended.
 func (v *memView) Prefetch(addrs []uint64) {

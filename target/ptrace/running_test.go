@@ -204,16 +204,23 @@ func TestRehearse(t *testing.T) {
 		// just before may fail otherwise: the page it was fetching is
 		// then not read.)
 		reads := 0
+		endedBefore, endedAfter := true, false
 		p := attach(t, tt.pid, Options{RehearsalBudget: 20 * time.Millisecond, Rehearse: func(r *Running) {
+			endedBefore = target.Ended(r)
 			for {
 				reads++
 				if _, err := target.ReadUint64(r, tt.global); errors.Is(err, errRehearsalOver) {
+					endedAfter = target.Ended(r)
 					return
 				}
 			}
 		}})
 		if reads == 0 {
 			t.Fatal("Rehearse was not called")
+		}
+		// What the reads say once the time is up, Ended says too.
+		if endedBefore || !endedAfter {
+			t.Errorf("the rehearsal's reads ended before it read: %v; once a read said so: %v; want false, true", endedBefore, endedAfter)
 		}
 		checkThreads(t, p, tt)
 	})
