@@ -81,10 +81,13 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	if err := know.CheckMemory(t, rt); err != nil {
 		return degraded(t, src, rt, err)
 	}
-	nat, err := llvm.ProcessInitialize(cb, rt.Name)
+	known := keptWith[llvm.Knowledge](rt)
+	nat, err := llvm.ProcessInitialize(cb, rt.Name, known.get())
 	if err != nil {
 		return degraded(t, src, rt, fmt.Errorf("initializing OMPD on %s: %w", rt.Name, err))
 	}
+	// The layout the report read, once it is read.
+	defer func() { known.set(t, nat.Knowledge()) }()
 	b := &builder{t: t, cb: cb, nat: nat, rt: rt, know: know, unavailable: map[string]bool{}, noSettings: opts.NoSettings}
 	b.dllLocs, b.dllLocsErr = nat.DLLLocations()
 	switch opts.Backend {
@@ -121,7 +124,7 @@ func RuntimeThreadPointers(t target.Target, n int) []uint64 {
 	if know.CheckMemory(t, rt) != nil {
 		return nil
 	}
-	nat, err := llvm.ProcessInitialize(cb, rt.Name)
+	nat, err := llvm.ProcessInitialize(cb, rt.Name, keptWith[llvm.Knowledge](rt).get())
 	if err != nil {
 		return nil
 	}
@@ -150,17 +153,12 @@ func buildGNU(t target.Target, src Source, opts Options, rt *target.Module) (*Re
 	}
 	cb := NewCallbacks(t, rt)
 	cb.stacks = opts.Stacks
-	known := gompKnowledgeOf(rt)
+	known := keptWith[gomp.Knowledge](rt)
 	gas, err := gomp.NewAddressSpace(cb, known.get())
 	if err != nil {
 		return degraded(t, src, rt, err)
 	}
-	// What its reads of libgomp's image and code gave is kept with the
-	// image unless they may have been cut short: a rehearsal's reads end
-	// when its time is up.
-	if !target.Ended(t) {
-		known.set(gas.Knowledge())
-	}
+	known.set(t, gas.Knowledge())
 	b := &builder{t: t, cb: cb, rt: rt, unavailable: map[string]bool{}, gnu: gas, noSettings: opts.NoSettings}
 	b.as = gomp.Backend(gas)
 	b.r.Runtime.Family = "gnu"

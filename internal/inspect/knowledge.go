@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/ompd-inspect/ompd-inspect/ompd/gomp"
 	"github.com/ompd-inspect/ompd-inspect/ompd/llvm/recovery"
 	"github.com/ompd-inspect/ompd-inspect/target"
 	"github.com/ompd-inspect/ompd-inspect/target/elf"
@@ -239,37 +238,38 @@ func layoutBlockOf(im *elf.Image, rec *recovery.Knowledge) *layoutBlock {
 	}).(*layoutBlock)
 }
 
-// gompKnown keeps with libgomp's image what an address space of it
-// learned from its image and code (gomp.Knowledge), for the next one: the
-// stop after a rehearsal, a trace's next stop. Safe for concurrent use;
-// a nil *gompKnown keeps nothing.
-type gompKnown struct {
-	k atomic.Pointer[gomp.Knowledge]
+// kept keeps with a runtime's image what an address space of it learned
+// from it (gomp.Knowledge, llvm.Knowledge) for the next one: the stop
+// after a rehearsal, a trace's next stop. Safe for concurrent use; a nil
+// *kept keeps nothing.
+type kept[T any] struct {
+	p atomic.Pointer[T]
 }
 
-// gompKnownKey keys gompKnown in an image's derived values.
-type gompKnownKey struct{}
+// keptKey keys a kept[T] in an image's derived values.
+type keptKey[T any] struct{}
 
-// gompKnowledgeOf returns what is kept with rt's image, nil when rt has
-// no image.
-func gompKnowledgeOf(rt *target.Module) *gompKnown {
+// keptWith returns what is kept with rt's image, nil when rt has no
+// image.
+func keptWith[T any](rt *target.Module) *kept[T] {
 	if rt.Image == nil {
 		return nil
 	}
-	return rt.Image.Derived(gompKnownKey{}, func() any { return &gompKnown{} }).(*gompKnown)
+	return rt.Image.Derived(keptKey[T]{}, func() any { return &kept[T]{} }).(*kept[T])
 }
 
 // get returns what is kept, nil for none.
-func (g *gompKnown) get() *gomp.Knowledge {
-	if g == nil {
+func (k *kept[T]) get() *T {
+	if k == nil {
 		return nil
 	}
-	return g.k.Load()
+	return k.p.Load()
 }
 
-// set keeps k.
-func (g *gompKnown) set(k *gomp.Knowledge) {
-	if g != nil {
-		g.k.Store(k)
+// set keeps v, unless the reads of t that gave it may have been cut
+// short (target.Ended: a rehearsal's reads end when its time is up).
+func (k *kept[T]) set(t target.Target, v *T) {
+	if k != nil && v != nil && !target.Ended(t) {
+		k.p.Store(v)
 	}
 }

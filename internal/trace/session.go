@@ -386,7 +386,7 @@ func (s *session) addressSpace() (*llvm.AddressSpace, error) {
 	if err := s.know.CheckMemory(s.view, s.runtime); err != nil {
 		return nil, err
 	}
-	as, err := llvm.ProcessInitialize(s.cb, s.runtime.Name)
+	as, err := llvm.ProcessInitialize(s.cb, s.runtime.Name, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package llvm
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -54,8 +55,10 @@ type identLocation struct {
 //
 // It fails with RCIncompatible when the runtime has no OMPD support or its
 // layout symbols are missing (a stripped runtime), and with RCUnavailable
-// when the runtime has not initialized yet.
-func ProcessInitialize(cb ompd.Callbacks, runtimeHint string) (*AddressSpace, error) {
+// when the runtime has not initialized yet. known, when not nil, is the
+// layout an address space of the same runtime read (Knowledge): when the
+// runtime lies where it did then, its values are not read again.
+func ProcessInitialize(cb ompd.Callbacks, runtimeHint string, known *Knowledge) (*AddressSpace, error) {
 	const op = "ompd_process_initialize"
 	sizes, err := cb.Sizes()
 	if err != nil {
@@ -65,8 +68,14 @@ func ProcessInitialize(cb ompd.Callbacks, runtimeHint string) (*AddressSpace, er
 		return nil, fail(op, ompd.RCUnsupported, fmt.Errorf("pointer size %d", sizes.Pointer))
 	}
 	lay := newLayout(cb, runtimeHint)
+	if known != nil && known.sizes == sizes {
+		if at, err := cb.SymbolAddr(stateSymbol, runtimeHint); err == nil && at == known.stateAt {
+			maps.Copy(lay.vals, known.vals)
+			maps.Copy(lay.fields, known.fields)
+		}
+	}
 	as := &AddressSpace{cb: cb, sizes: sizes, mem: &memory{cb: cb, lay: lay, ptr: sizes.Pointer}}
-	st, err := lay.value(layoutKey{prefix: "ompd_state"}) // a symbol of its own
+	st, err := lay.value(layoutKey{prefix: stateSymbol}) // a symbol of its own
 	if err != nil {
 		return nil, fail(op, ompd.RCIncompatible, err)
 	}
@@ -79,6 +88,41 @@ func ProcessInitialize(cb ompd.Callbacks, runtimeHint string) (*AddressSpace, er
 		return nil, fail(op, ompd.RCUnavailable, errors.New("the OpenMP runtime has not initialized its OMPD support yet"))
 	}
 	return as, nil
+}
+
+// stateSymbol is the runtime's OMPD state (ompd_state): whether it tracks
+// states, and where the runtime lies for Knowledge.
+const stateSymbol = "ompd_state"
+
+// Knowledge is the layout an address space read (its layout symbols'
+// values, ompd_state's apart): the runtime sets them once, when it starts,
+// so the same runtime at the same address gives them again. An address
+// space given it (ProcessInitialize) at the stop after a rehearsal, or
+// at a trace's next stop, reads none of them: a third of the read of 4
+// threads.
+type Knowledge struct {
+	sizes   ompd.TypeSizes
+	stateAt ompd.Address // ompd_state's address: where the runtime lies
+	vals    map[layoutKey]uint64
+	fields  map[[2]string][2]uint64
+}
+
+// Knowledge returns the layout as read so far, for ProcessInitialize; nil
+// when ompd_state cannot be found.
+func (as *AddressSpace) Knowledge() *Knowledge {
+	lay := as.mem.lay
+	at, err := as.cb.SymbolAddr(stateSymbol, lay.hint)
+	if err != nil {
+		return nil
+	}
+	k := &Knowledge{sizes: as.sizes, stateAt: at}
+	lay.mu.Lock()
+	defer lay.mu.Unlock()
+	k.vals = maps.Clone(lay.vals)
+	// ompd_state is read anew by each address space.
+	delete(k.vals, layoutKey{prefix: stateSymbol})
+	k.fields = maps.Clone(lay.fields)
+	return k
 }
 
 // StateTracking reports whether the runtime tracks thread states, task

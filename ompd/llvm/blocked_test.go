@@ -113,7 +113,7 @@ func attachLLVM(t *testing.T, tg target.Target) (*llvm.AddressSpace, *inspect.Ca
 	if err := know.CheckMemory(tg, rt); err != nil {
 		t.Fatal(err)
 	}
-	as, err := llvm.ProcessInitialize(cb, rt.Name)
+	as, err := llvm.ProcessInitialize(cb, rt.Name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestBlockedOnLeavesEnvironment(t *testing.T) {
 	_, cb := attachLLVM(t, proc)
 	rt, _ := inspect.FindRuntime(proc)
 	log := &symbolLog{Callbacks: cb, names: map[string]bool{}}
-	as, err := llvm.ProcessInitialize(log, rt.Name)
+	as, err := llvm.ProcessInitialize(log, rt.Name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

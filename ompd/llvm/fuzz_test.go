@@ -81,7 +81,7 @@ func FuzzWalk(f *testing.F) {
 		if sel/len(base)%2 == 1 {
 			cb = tgt // without DWARF
 		}
-		as, err := llvm.ProcessInitialize(cb, hint)
+		as, err := llvm.ProcessInitialize(cb, hint, nil)
 		if err != nil {
 			return
 		}

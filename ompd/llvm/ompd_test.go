@@ -93,7 +93,7 @@ func TestProcessInitializeErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScenario(t, layouts[0], tracking)
 			c.mutate(s)
-			as, err := llvm.ProcessInitialize(s.cb, hint)
+			as, err := llvm.ProcessInitialize(s.cb, hint, nil)
 			if as != nil {
 				t.Error("got a handle along with the error")
 			}
@@ -832,7 +832,7 @@ func (c *countingReads) ReadMemory(addr ompd.Address, buf []byte) error {
 func TestICVValuesReadOnce(t *testing.T) {
 	s := newScenario(t, layouts[0], tracking)
 	cr := &countingReads{Callbacks: s.cb, reads: map[ompd.Address]int{}}
-	as, err := llvm.ProcessInitialize(cr, hint)
+	as, err := llvm.ProcessInitialize(cr, hint, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1061,5 +1061,108 @@ func TestTaskWithoutTeam(t *testing.T) {
 	// Its nesting level counts as 0: nthreads-var is the list from level 1.
 	if v := try(icvByName(t, as, s.handle(t, as, ptTh0), "nthreads-var")).must(t); v != text("2,2,1") {
 		t.Errorf("nthreads-var = %+v", v)
+	}
+}
+
+// layoutLookups counts the layout symbols (ompd_sizeof__*, ompd_access__*,
+// ompd_bitfield__*) tgt was asked for.
+func layoutLookups(asked map[string]int) int {
+	n := 0
+	for name, k := range asked {
+		if strings.HasPrefix(name, "ompd_sizeof__") || strings.HasPrefix(name, "ompd_access__") || strings.HasPrefix(name, "ompd_bitfield__") {
+			n += k
+		}
+	}
+	return n
+}
+
+// TestKnowledge: an address space given the layout another one read
+// (Knowledge) answers the same, looking none of the layout symbols up,
+// and reads ompd_state anew; the layout of a runtime that lies elsewhere,
+// or of a target with other sizes, is not used.
+func TestKnowledge(t *testing.T) {
+	s := newScenario(t, layouts[0], tracking)
+	tgt := s.b.tgt
+	// What a report reads of each thread: its number, state, region's
+	// size and every ICV of it and of its task.
+	answers := func(as *llvm.AddressSpace) string {
+		t.Helper()
+		var b strings.Builder
+		for _, pt := range []uint64{ptTh0, ptTh1, ptTh2, ptTh3, ptPool} {
+			th := try(as.ThreadHandle(ompd.ThreadIDPthread, pt)).must(t)
+			n, err := th.ThreadNum()
+			st, wait, serr := th.State()
+			fmt.Fprintf(&b, "%#x: num %d %v state %v %#x %v;", pt, n, err, st, wait, serr)
+			if p, err := th.CurrentParallel(); err == nil {
+				size, err := p.TeamSize()
+				fmt.Fprintf(&b, " team %d %v;", size, err)
+			}
+			for _, icv := range as.EnumerateICVs() {
+				var h any = th
+				switch icv.Scope {
+				case ompd.ScopeTask:
+					k, err := th.CurrentTask()
+					if err != nil {
+						continue
+					}
+					h = k
+				case ompd.ScopeThread:
+				default:
+					continue
+				}
+				v, err := as.ICVValue(h, icv.ID)
+				fmt.Fprintf(&b, " %s=%v %v", icv.Name, v, err)
+			}
+			b.WriteString("\n")
+		}
+		return b.String()
+	}
+	as := s.init(t)
+	want := answers(as)
+	if layoutLookups(tgt.asked) == 0 {
+		t.Fatal("reading the scenario looked no layout symbol up")
+	}
+	k := as.Knowledge()
+	if k == nil {
+		t.Fatal("no knowledge of the layout")
+	}
+	clear(tgt.asked)
+	again, err := llvm.ProcessInitialize(s.cb, hint, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := answers(again); got != want {
+		t.Errorf("with the knowledge:\n%s\nwant\n%s", got, want)
+	}
+	if n := layoutLookups(tgt.asked); n != 0 {
+		t.Errorf("with the knowledge, %d layout symbols were looked up", n)
+	}
+	// ompd_state anew: the runtime no longer tracks states.
+	s.b.put(tgt.syms["ompd_state"], 8, 0)
+	if again, err = llvm.ProcessInitialize(s.cb, hint, k); err != nil || again.StateTracking() {
+		t.Errorf("with the knowledge and ompd_state 0: tracking %v, %v; want false", again != nil && again.StateTracking(), err)
+	}
+	// Other sizes: the knowledge of the ILP32 scenario, whose ompd_state
+	// lies where this one's does.
+	other := newScenario(t, layouts[2], tracking)
+	if other.b.tgt.syms["ompd_state"] != tgt.syms["ompd_state"] {
+		t.Fatalf("ompd_state at %#x in the ILP32 scenario, %#x here", other.b.tgt.syms["ompd_state"], tgt.syms["ompd_state"])
+	}
+	ko := other.init(t).Knowledge()
+	clear(tgt.asked)
+	if _, err := llvm.ProcessInitialize(s.cb, hint, ko); err != nil {
+		t.Fatal(err)
+	}
+	if layoutLookups(tgt.asked) == 0 {
+		t.Error("the knowledge of a target with other sizes was used")
+	}
+	// The runtime elsewhere (ompd_state at another address).
+	s.b.symbol("ompd_state", 8, 1)
+	clear(tgt.asked)
+	if _, err := llvm.ProcessInitialize(s.cb, hint, k); err != nil {
+		t.Fatal(err)
+	}
+	if layoutLookups(tgt.asked) == 0 {
+		t.Error("the knowledge of a runtime that lay elsewhere was used")
 	}
 }

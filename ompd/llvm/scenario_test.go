@@ -106,7 +106,7 @@ func (s *scenario) setLwt(l, field string, v uint64) {
 
 func (s *scenario) init(t testing.TB) *llvm.AddressSpace {
 	t.Helper()
-	as, err := llvm.ProcessInitialize(s.cb, hint)
+	as, err := llvm.ProcessInitialize(s.cb, hint, nil)
 	if err != nil {
 		t.Fatalf("ProcessInitialize: %v", err)
 	}

@@ -86,7 +86,7 @@ func TestTypeLayoutsLive(t *testing.T) {
 			}
 			p := fixture.Start(t, "tasks", fixture.StartOptions{Stripped: true, Runtime: lib, Env: []string{"OMP_DEBUG=enabled"}})
 			m := openProc(t, p.PID, lib)
-			as, err := llvm.ProcessInitialize(&liveTarget{TypeTable: tt, f: m.f, bias: m.bias, k: k}, lib)
+			as, err := llvm.ProcessInitialize(&liveTarget{TypeTable: tt, f: m.f, bias: m.bias, k: k}, lib, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
