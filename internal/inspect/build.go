@@ -81,13 +81,13 @@ func Build(t target.Target, src Source, opts Options) (*Report, error) {
 	if err := know.CheckMemory(t, rt); err != nil {
 		return degraded(t, src, rt, err)
 	}
-	known := keptWith[llvm.Knowledge](rt)
-	nat, err := llvm.ProcessInitialize(cb, rt.Name, known.get())
+	learned := keptWith[llvm.Learned](rt)
+	nat, err := llvm.ProcessInitialize(cb, rt.Name, learned.get())
 	if err != nil {
 		return degraded(t, src, rt, fmt.Errorf("initializing OMPD on %s: %w", rt.Name, err))
 	}
 	// The layout the report read, once it is read.
-	defer func() { known.set(t, nat.Knowledge()) }()
+	defer func() { learned.set(t, nat.Learned()) }()
 	b := &builder{t: t, cb: cb, nat: nat, rt: rt, know: know, unavailable: map[string]bool{}, noSettings: opts.NoSettings}
 	b.dllLocs, b.dllLocsErr = nat.DLLLocations()
 	switch opts.Backend {
@@ -124,7 +124,7 @@ func RuntimeThreadPointers(t target.Target, n int) []uint64 {
 	if know.CheckMemory(t, rt) != nil {
 		return nil
 	}
-	nat, err := llvm.ProcessInitialize(cb, rt.Name, keptWith[llvm.Knowledge](rt).get())
+	nat, err := llvm.ProcessInitialize(cb, rt.Name, keptWith[llvm.Learned](rt).get())
 	if err != nil {
 		return nil
 	}
@@ -153,12 +153,12 @@ func buildGNU(t target.Target, src Source, opts Options, rt *target.Module) (*Re
 	}
 	cb := NewCallbacks(t, rt)
 	cb.stacks = opts.Stacks
-	known := keptWith[gomp.Knowledge](rt)
-	gas, err := gomp.NewAddressSpace(cb, known.get())
+	learned := keptWith[gomp.Learned](rt)
+	gas, err := gomp.NewAddressSpace(cb, learned.get())
 	if err != nil {
 		return degraded(t, src, rt, err)
 	}
-	known.set(t, gas.Knowledge())
+	learned.set(t, gas.Learned())
 	b := &builder{t: t, cb: cb, rt: rt, unavailable: map[string]bool{}, gnu: gas, noSettings: opts.NoSettings}
 	b.as = gomp.Backend(gas)
 	b.r.Runtime.Family = "gnu"

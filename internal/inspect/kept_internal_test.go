@@ -18,7 +18,37 @@ type endedTarget struct{ target.Target }
 
 func (endedTarget) Ended() bool { return true }
 
-// libgompReads counts the reads of a target that fall in one module.
+// endsAfter is a target whose reads say they have ended (target.Ender)
+// once n reads have been made, as a rehearsal's time runs out while it
+// reads; the reads themselves go on.
+type endsAfter struct {
+	target.Target
+	n int
+}
+
+func (e *endsAfter) ReadMemory(addr uint64, buf []byte) error {
+	e.n--
+	return e.Target.ReadMemory(addr, buf)
+}
+
+func (e *endsAfter) Ended() bool { return e.n <= 0 }
+
+// readsAt counts the reads of a target at the addresses at names.
+type readsAt struct {
+	target.Target
+	at map[uint64]string
+	n  map[string]int
+}
+
+func (r *readsAt) ReadMemory(addr uint64, buf []byte) error {
+	if name, ok := r.at[addr]; ok {
+		r.n[name]++
+	}
+	return r.Target.ReadMemory(addr, buf)
+}
+
+// libgompReads counts the reads of a target that fall in one module (a
+// runtime's).
 type libgompReads struct {
 	target.Target
 	mod *target.Module
@@ -32,11 +62,11 @@ func (c *libgompReads) ReadMemory(addr uint64, buf []byte) error {
 	return c.Target.ReadMemory(addr, buf)
 }
 
-// TestGompKnowledgeKept: Build of a process on libgomp keeps what libgomp's
-// image and code gave with its image (kept), and the next Build's
-// address space has the same knowledge; a build whose reads may have been
-// cut short (an ended target) keeps nothing.
-func TestGompKnowledgeKept(t *testing.T) {
+// TestGompLearnedKept: Build of a process on libgomp keeps what libgomp's
+// image and code gave with its image (kept), and the next Build reads
+// libgomp less than half as often; a build whose reads ended, before or
+// while it read, keeps nothing.
+func TestGompLearnedKept(t *testing.T) {
 	if _, err := exec.LookPath("gcc-12"); err != nil {
 		t.Fatalf("gcc-12 is not installed (run scripts/setup.sh): %v", err)
 	}
@@ -55,7 +85,7 @@ func TestGompKnowledgeKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := keptWith[gomp.Knowledge](rt)
+	known := keptWith[gomp.Learned](rt)
 	if known == nil {
 		t.Fatalf("no knowledge holder for %s (no image?)", rt.Name)
 	}
@@ -63,7 +93,13 @@ func TestGompKnowledgeKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	if k := known.get(); k != nil {
-		t.Fatal("a build over a target whose reads ended kept libgomp's knowledge")
+		t.Fatal("a build over a target whose reads ended kept what it learned of libgomp")
+	}
+	if _, err := Build(&endsAfter{Target: p, n: 3}, Source{Kind: "process"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if k := known.get(); k != nil {
+		t.Fatal("a build over a target whose reads ended while it read kept what it learned of libgomp")
 	}
 	// The first build reads libgomp's image and code and keeps what
 	// they gave; the next reads of libgomp only its GOT slot and the
@@ -75,31 +111,31 @@ func TestGompKnowledgeKept(t *testing.T) {
 	}
 	k := known.get()
 	if k == nil {
-		t.Fatal("the build kept no knowledge of libgomp")
+		t.Fatal("the build kept nothing of libgomp")
 	}
 	if rep.Runtime.Family != "gnu" || len(rep.Threads) != 4 {
 		t.Fatalf("report of family %q with %d threads, want gnu with 4", rep.Runtime.Family, len(rep.Threads))
 	}
 	if k.Release().Major != 12 {
-		t.Errorf("kept knowledge of GCC %d's libgomp, want 12", k.Release().Major)
+		t.Errorf("kept what was learned of GCC %d's libgomp, want 12", k.Release().Major)
 	}
 	next := &libgompReads{Target: p, mod: rt}
 	if _, err := Build(next, Source{Kind: "process"}, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if next.n >= first.n/2 {
-		t.Errorf("the build with libgomp's knowledge read libgomp %d times, the one without %d", next.n, first.n)
+		t.Errorf("the build with what was learned of libgomp read it %d times, the one without %d", next.n, first.n)
 	}
 	if err := p.Detach(); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestLLVMKnowledgeKept: Build of a process on LLVM's runtime keeps the
+// TestLLVMLearnedKept: Build of a process on LLVM's runtime keeps the
 // layout it read with the runtime's image, unless the target's reads
-// ended; the next Build, which reads no layout symbol, reports the same
-// threads, regions, tasks and ICVs.
-func TestLLVMKnowledgeKept(t *testing.T) {
+// ended, before or while it read; the next Build reads the runtime's
+// module less and reports the same threads, regions, tasks and ICVs.
+func TestLLVMLearnedKept(t *testing.T) {
 	fp := fixture.Start(t, "wide", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled", "FX_WIDE=4"}})
 	p, err := ptrace.Attach(fp.PID, ptrace.Options{})
 	if err != nil {
@@ -110,23 +146,45 @@ func TestLLVMKnowledgeKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := keptWith[llvm.Knowledge](rt)
+	known := keptWith[llvm.Learned](rt)
 	if _, err := Build(endedTarget{p}, Source{Kind: "process"}, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if known.get() != nil {
 		t.Fatal("a build over a target whose reads ended kept the layout")
 	}
-	first, err := Build(p, Source{Kind: "process"}, Options{})
+	// Ended once the layout was read, before the report was.
+	if _, err := Build(&endsAfter{Target: p, n: 200}, Source{Kind: "process"}, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if known.get() != nil {
+		t.Fatal("a build over a target whose reads ended while it read kept the layout")
+	}
+	// Three layout symbols every report reads: the build with the layout
+	// kept reads none of them.
+	at := map[uint64]string{}
+	for _, name := range []string{"ompd_sizeof__kmp_info_t", "ompd_access__kmp_base_info_t__th_current_task", "ompd_access__kmp_taskdata_t__td_flags"} {
+		sym, err := target.LookupSymbol(p, name, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at[sym.Addr] = name
+	}
+	firstReads := &readsAt{Target: p, at: at, n: map[string]int{}}
+	first, err := Build(firstReads, Source{Kind: "process"}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if known.get() == nil {
 		t.Fatal("the build kept no layout")
 	}
-	next, err := Build(p, Source{Kind: "process"}, Options{})
+	nextReads := &readsAt{Target: p, at: at, n: map[string]int{}}
+	next, err := Build(nextReads, Source{Kind: "process"}, Options{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(firstReads.n) != len(at) || len(nextReads.n) != 0 {
+		t.Errorf("layout symbols read by the build without the layout kept: %v; with it: %v; want all three, then none", firstReads.n, nextReads.n)
 	}
 	if len(first.Threads) != 4 || len(first.ICVs) == 0 {
 		t.Fatalf("first report: %d threads, %d ICVs; want 4 and some", len(first.Threads), len(first.ICVs))

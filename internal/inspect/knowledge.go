@@ -239,9 +239,8 @@ func layoutBlockOf(im *elf.Image, rec *recovery.Knowledge) *layoutBlock {
 }
 
 // kept keeps with a runtime's image what an address space of it learned
-// from it (gomp.Knowledge, llvm.Knowledge) for the next one: the stop
-// after a rehearsal, a trace's next stop. Safe for concurrent use; a nil
-// *kept keeps nothing.
+// from it (gomp.Learned, llvm.Learned) for the next one: that of the stop
+// after a rehearsal. Safe for concurrent use; a nil *kept keeps nothing.
 type kept[T any] struct {
 	p atomic.Pointer[T]
 }
@@ -249,8 +248,8 @@ type kept[T any] struct {
 // keptKey keys a kept[T] in an image's derived values.
 type keptKey[T any] struct{}
 
-// keptWith returns what is kept with rt's image, nil when rt has no
-// image.
+// keptWith returns the holder of what is kept with rt's image, nil when
+// rt has no image.
 func keptWith[T any](rt *target.Module) *kept[T] {
 	if rt.Image == nil {
 		return nil

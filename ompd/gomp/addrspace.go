@@ -55,32 +55,34 @@ type AddressSpace struct {
 	mutexSites map[uint64]int64
 	imageEnd   uint64
 	// threadNum is omp_get_thread_num's address, tlsSlot the GOT slot
-	// its code reads the TLS offset from (Knowledge).
+	// its code reads the TLS offset from (Learned).
 	threadNum, tlsSlot uint64
 	// Warnings says what was dropped or could not be checked.
 	Warnings []string
 }
 
-// Knowledge is what NewAddressSpace learned from libgomp's loaded image
+// Learned is what NewAddressSpace learned from libgomp's loaded image
 // and code: all of an AddressSpace but its callbacks and the TLS offset,
-// which the process's GOT holds. The same image at the same address
-// gives it again, so NewAddressSpace, given it for that image (at the
-// stop after a rehearsal, or at a trace's next stop), reads and decodes
-// none of libgomp's code: three quarters of the read of 4 threads.
-type Knowledge struct {
+// which the process's GOT holds. The same image at the same address gives
+// it again (code and headers do not change as the process runs), so
+// NewAddressSpace, given it for that image at the stop after a rehearsal,
+// reads and decodes none of libgomp's code: three quarters of the read of
+// 4 threads. The address spaces given it share its layout, image, lists
+// and maps, which nothing changes once NewAddressSpace has returned.
+type Learned struct {
 	as AddressSpace // without callbacks
 }
 
-// Release is the libgomp release the knowledge is of.
-func (k *Knowledge) Release() Release { return k.as.Release }
+// Release is the libgomp release learned of.
+func (l *Learned) Release() Release { return l.as.Release }
 
-// Knowledge returns what as learned from libgomp's image and code, for
+// Learned returns what as learned from libgomp's image and code, for
 // NewAddressSpace.
-func (as *AddressSpace) Knowledge() *Knowledge {
-	k := &Knowledge{as: *as}
-	k.as.cb, k.as.m, k.as.TLSOffset = nil, nil, 0
-	k.as.Warnings = slices.Clone(as.Warnings)
-	return k
+func (as *AddressSpace) Learned() *Learned {
+	l := &Learned{as: *as}
+	l.as.cb, l.as.m, l.as.TLSOffset = nil, nil, 0
+	l.as.Warnings = slices.Clone(as.Warnings)
+	return l
 }
 
 // check is one offset, or a sum of offsets, that an exported function's
@@ -95,18 +97,18 @@ type check struct {
 // build-id), its layout table, and checks the table against the offsets
 // its exported functions use. It fails only when the thread state cannot be
 // found at all (no omp_get_thread_num, or its code is not the expected
-// one); the rest degrades with warnings. known, when not nil, is what an
-// address space of the same image learned (AddressSpace.Knowledge): when
+// one); the rest degrades with warnings. learned, when not nil, is what
+// an address space of the same image learned (AddressSpace.Learned): when
 // libgomp lies where it did then, only the TLS offset is read again.
-func NewAddressSpace(cb ompd.Callbacks, known *Knowledge) (*AddressSpace, error) {
+func NewAddressSpace(cb ompd.Callbacks, learned *Learned) (*AddressSpace, error) {
 	tn, err := cb.SymbolAddr("omp_get_thread_num", runtimeHint)
 	if err != nil {
 		return nil, fmt.Errorf("libgomp: omp_get_thread_num: %w", err)
 	}
-	if known != nil && known.as.threadNum == tn {
-		as := known.as
+	if learned != nil && learned.as.threadNum == tn {
+		as := learned.as
 		as.cb, as.m = cb, &mem{cb}
-		as.Warnings = slices.Clone(known.as.Warnings)
+		as.Warnings = slices.Clone(learned.as.Warnings)
 		if err := as.readTLSOffset(); err != nil {
 			return nil, err
 		}

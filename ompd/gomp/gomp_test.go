@@ -391,7 +391,7 @@ func (c *readCounter) ReadMemory(addr ompd.Address, buf []byte) error {
 // that knowledge of libgomp at another address is not used.
 func checkKnowledge(t *testing.T, cb ompd.Callbacks, as *AddressSpace) {
 	t.Helper()
-	k := as.Knowledge()
+	k := as.Learned()
 	rc := &readCounter{Callbacks: cb}
 	again, err := NewAddressSpace(rc, k)
 	if err != nil {
@@ -411,7 +411,7 @@ func checkKnowledge(t *testing.T, cb ompd.Callbacks, as *AddressSpace) {
 	if again.TLSOffset != as.TLSOffset || again.TLSOffset == 0 {
 		t.Errorf("TLS offset %d with its knowledge, %d without", again.TLSOffset, as.TLSOffset)
 	}
-	moved := as.Knowledge()
+	moved := as.Learned()
 	moved.as.threadNum += 0x1000
 	rc.reads = nil
 	if _, err := NewAddressSpace(rc, moved); err != nil {

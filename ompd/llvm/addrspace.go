@@ -55,10 +55,11 @@ type identLocation struct {
 //
 // It fails with RCIncompatible when the runtime has no OMPD support or its
 // layout symbols are missing (a stripped runtime), and with RCUnavailable
-// when the runtime has not initialized yet. known, when not nil, is the
-// layout an address space of the same runtime read (Knowledge): when the
-// runtime lies where it did then, its values are not read again.
-func ProcessInitialize(cb ompd.Callbacks, runtimeHint string, known *Knowledge) (*AddressSpace, error) {
+// when the runtime has not initialized yet. learned, when not nil, is the
+// layout an address space of the same runtime read (AddressSpace.Learned):
+// when the runtime lies where it did then, the values it holds are not
+// read again.
+func ProcessInitialize(cb ompd.Callbacks, runtimeHint string, learned *Learned) (*AddressSpace, error) {
 	const op = "ompd_process_initialize"
 	sizes, err := cb.Sizes()
 	if err != nil {
@@ -68,10 +69,10 @@ func ProcessInitialize(cb ompd.Callbacks, runtimeHint string, known *Knowledge) 
 		return nil, fail(op, ompd.RCUnsupported, fmt.Errorf("pointer size %d", sizes.Pointer))
 	}
 	lay := newLayout(cb, runtimeHint)
-	if known != nil && known.sizes == sizes {
-		if at, err := cb.SymbolAddr(stateSymbol, runtimeHint); err == nil && at == known.stateAt {
-			maps.Copy(lay.vals, known.vals)
-			maps.Copy(lay.fields, known.fields)
+	if learned != nil && learned.sizes == sizes {
+		if at, err := cb.SymbolAddr(stateSymbol, runtimeHint); err == nil && at == learned.stateAt {
+			maps.Copy(lay.vals, learned.vals)
+			maps.Copy(lay.fields, learned.fields)
 		}
 	}
 	as := &AddressSpace{cb: cb, sizes: sizes, mem: &memory{cb: cb, lay: lay, ptr: sizes.Pointer}}
@@ -91,38 +92,48 @@ func ProcessInitialize(cb ompd.Callbacks, runtimeHint string, known *Knowledge) 
 }
 
 // stateSymbol is the runtime's OMPD state (ompd_state): whether it tracks
-// states, and where the runtime lies for Knowledge.
+// states, and where the runtime lies for Learned.
 const stateSymbol = "ompd_state"
 
-// Knowledge is the layout an address space read (its layout symbols'
-// values, ompd_state's apart): the runtime sets them once, when it starts,
-// so the same runtime at the same address gives them again. An address
-// space given it (ProcessInitialize) at the stop after a rehearsal, or
-// at a trace's next stop, reads none of them: a third of the read of 4
-// threads.
-type Knowledge struct {
+// Learned is the layout an address space read (its layout symbols'
+// values, ompd_state's apart), for the next address space of the same
+// runtime (ProcessInitialize): the runtime writes them once, as it starts,
+// so the same runtime at the same address gives them again. A value still
+// 0 is left out, as one the runtime may not have written yet when it was
+// read (a rehearsal over a process that was starting): the next address
+// space reads it again. Given to the address space of the stop after a
+// rehearsal, it spares looking up and reading the values the rehearsal
+// read: a third of the read of 4 threads.
+type Learned struct {
 	sizes   ompd.TypeSizes
 	stateAt ompd.Address // ompd_state's address: where the runtime lies
 	vals    map[layoutKey]uint64
 	fields  map[[2]string][2]uint64
 }
 
-// Knowledge returns the layout as read so far, for ProcessInitialize; nil
+// Learned returns the layout as read so far, for ProcessInitialize; nil
 // when ompd_state cannot be found.
-func (as *AddressSpace) Knowledge() *Knowledge {
+func (as *AddressSpace) Learned() *Learned {
 	lay := as.mem.lay
 	at, err := as.cb.SymbolAddr(stateSymbol, lay.hint)
 	if err != nil {
 		return nil
 	}
-	k := &Knowledge{sizes: as.sizes, stateAt: at}
+	l := &Learned{sizes: as.sizes, stateAt: at, vals: map[layoutKey]uint64{}, fields: map[[2]string][2]uint64{}}
 	lay.mu.Lock()
 	defer lay.mu.Unlock()
-	k.vals = maps.Clone(lay.vals)
-	// ompd_state is read anew by each address space.
-	delete(k.vals, layoutKey{prefix: stateSymbol})
-	k.fields = maps.Clone(lay.fields)
-	return k
+	for k, v := range lay.vals {
+		// ompd_state is read anew by each address space.
+		if v != 0 && k.prefix != stateSymbol {
+			l.vals[k] = v
+		}
+	}
+	for k, v := range lay.fields {
+		if v[0] != 0 && v[1] != 0 {
+			l.fields[k] = v
+		}
+	}
+	return l
 }
 
 // StateTracking reports whether the runtime tracks thread states, task

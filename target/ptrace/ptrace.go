@@ -81,9 +81,11 @@ type Options struct {
 	// read once the process is stopped, and pays before the stop the
 	// first-time costs of reading it (code and indexes first touched,
 	// caches filled) instead of while the process is held. What it reads
-	// may be torn and must not be kept. Once the process is stopped and
-	// its modules listed again, the pages it read are read again into the
-	// stop's cache, a thousand to a call. It runs on a goroutine of its
+	// may be torn: what it keeps must be what the process cannot change
+	// as it runs, and nothing once its view has ended. Once the process
+	// is stopped and its modules listed again, the pages it read are
+	// read again into the stop's cache, a thousand to a call. It runs on
+	// a goroutine of its
 	// own: after RehearsalBudget the view's reads fail, and a signal on
 	// Interrupt ends Attach at once. A panic in it is dropped. It is
 	// skipped for a process of more than 64 threads.

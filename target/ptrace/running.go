@@ -23,7 +23,9 @@ import (
 // target.Target (and target.ModuleFinder, target.PageReader,
 // target.PageListReader and target.Prefetcher, as a Process does), so
 // that the code that reads a stopped Process runs the same way over it.
-// What is read through it may be torn and must not be kept.
+// What is read through it may be torn: what is kept of it must be what
+// the process cannot change as it runs, and must not be kept once the
+// view has ended (target.Ender), when its reads may have been cut short.
 type Running struct {
 	// memView reads the process's memory until cancel ends it (the
 	// rehearsal ran out of time, or a signal ended Attach).
