@@ -62,6 +62,41 @@ func (c *libgompReads) ReadMemory(addr uint64, buf []byte) error {
 	return c.Target.ReadMemory(addr, buf)
 }
 
+// attachRuntime stops process pid (released at the test's end) and finds
+// its OpenMP runtime.
+func attachRuntime(t *testing.T, pid int) (*ptrace.Process, *target.Module) {
+	t.Helper()
+	p, err := ptrace.Attach(pid, ptrace.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	rt, err := FindRuntime(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.Image == nil {
+		t.Fatalf("runtime %s has no image to keep anything with", rt.Name)
+	}
+	return p, rt
+}
+
+// keepsNothingEnded builds the report of p through a target whose reads
+// have ended, then through one whose reads end after n (as a rehearsal's
+// time runs out while it reads), and checks after each that kept says
+// nothing was kept.
+func keepsNothingEnded(t *testing.T, p *ptrace.Process, n int, kept func() bool) {
+	t.Helper()
+	for what, tg := range map[string]target.Target{"ended": endedTarget{p}, "ended while it read": &endsAfter{Target: p, n: n}} {
+		if _, err := Build(tg, Source{Kind: "process"}, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		if kept() {
+			t.Fatalf("a build over a target whose reads %s kept what it learned of the runtime", what)
+		}
+	}
+}
+
 // TestGompLearnedKept: Build of a process on libgomp keeps what libgomp's
 // image and code gave with its image (kept), and the next Build reads
 // libgomp less than half as often; a build whose reads ended, before or
@@ -76,31 +111,9 @@ func TestGompLearnedKept(t *testing.T) {
 		t.Fatalf("gcc-12: %v\n%s", err, out)
 	}
 	fp := fixture.Start(t, "wide", fixture.StartOptions{Exe: exe, Env: []string{"FX_WIDE=4", "OMP_WAIT_POLICY=passive"}})
-	p, err := ptrace.Attach(fp.PID, ptrace.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	rt, err := FindRuntime(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, rt := attachRuntime(t, fp.PID)
 	known := keptWith[gomp.Learned](rt)
-	if known == nil {
-		t.Fatalf("no knowledge holder for %s (no image?)", rt.Name)
-	}
-	if _, err := Build(endedTarget{p}, Source{Kind: "process"}, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if k := known.get(); k != nil {
-		t.Fatal("a build over a target whose reads ended kept what it learned of libgomp")
-	}
-	if _, err := Build(&endsAfter{Target: p, n: 3}, Source{Kind: "process"}, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if k := known.get(); k != nil {
-		t.Fatal("a build over a target whose reads ended while it read kept what it learned of libgomp")
-	}
+	keepsNothingEnded(t, p, 3, func() bool { return known.get() != nil })
 	// The first build reads libgomp's image and code and keeps what
 	// they gave; the next reads of libgomp only its GOT slot and the
 	// globals the report shows.
@@ -133,33 +146,15 @@ func TestGompLearnedKept(t *testing.T) {
 
 // TestLLVMLearnedKept: Build of a process on LLVM's runtime keeps the
 // layout it read with the runtime's image, unless the target's reads
-// ended, before or while it read; the next Build reads the runtime's
-// module less and reports the same threads, regions, tasks and ICVs.
+// ended, before or while it read; the next Build reads none of the layout
+// symbols the first read and reports the same threads, regions, tasks and
+// ICVs.
 func TestLLVMLearnedKept(t *testing.T) {
 	fp := fixture.Start(t, "wide", fixture.StartOptions{Env: []string{"OMP_DEBUG=enabled", "FX_WIDE=4"}})
-	p, err := ptrace.Attach(fp.PID, ptrace.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	rt, err := FindRuntime(p)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, rt := attachRuntime(t, fp.PID)
 	known := keptWith[llvm.Learned](rt)
-	if _, err := Build(endedTarget{p}, Source{Kind: "process"}, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if known.get() != nil {
-		t.Fatal("a build over a target whose reads ended kept the layout")
-	}
 	// Ended once the layout was read, before the report was.
-	if _, err := Build(&endsAfter{Target: p, n: 200}, Source{Kind: "process"}, Options{}); err != nil {
-		t.Fatal(err)
-	}
-	if known.get() != nil {
-		t.Fatal("a build over a target whose reads ended while it read kept the layout")
-	}
+	keepsNothingEnded(t, p, 200, func() bool { return known.get() != nil })
 	// Three layout symbols every report reads: the build with the layout
 	// kept reads none of them.
 	at := map[uint64]string{}
