@@ -23,6 +23,8 @@ type AddressSpace struct {
 	mem   *memory
 	sizes ompd.TypeSizes
 	state uint64 // ompd_state: nonzero when OMP_DEBUG=enabled turned tracking on
+	// stateAt is ompd_state's address: where the runtime lies (Learned).
+	stateAt ompd.Address
 
 	once      sync.Once
 	threads   []*Thread // every OpenMP thread, by gtid
@@ -69,13 +71,14 @@ func ProcessInitialize(cb ompd.Callbacks, runtimeHint string, learned *Learned) 
 		return nil, fail(op, ompd.RCUnsupported, fmt.Errorf("pointer size %d", sizes.Pointer))
 	}
 	lay := newLayout(cb, runtimeHint)
-	if learned != nil && learned.sizes == sizes {
-		if at, err := cb.SymbolAddr(stateSymbol, runtimeHint); err == nil && at == learned.stateAt {
-			maps.Copy(lay.vals, learned.vals)
-			maps.Copy(lay.fields, learned.fields)
-		}
+	// Where the runtime lies: also where the state is read just below,
+	// whose failure says why there is none.
+	stateAt, err := cb.SymbolAddr(stateSymbol, runtimeHint)
+	if err == nil && learned != nil && learned.sizes == sizes && stateAt == learned.stateAt {
+		maps.Copy(lay.vals, learned.vals)
+		maps.Copy(lay.fields, learned.fields)
 	}
-	as := &AddressSpace{cb: cb, sizes: sizes, mem: &memory{cb: cb, lay: lay, ptr: sizes.Pointer}}
+	as := &AddressSpace{cb: cb, sizes: sizes, stateAt: stateAt, mem: &memory{cb: cb, lay: lay, ptr: sizes.Pointer}}
 	st, err := lay.value(layoutKey{prefix: stateSymbol}) // a symbol of its own
 	if err != nil {
 		return nil, fail(op, ompd.RCIncompatible, err)
@@ -112,16 +115,17 @@ type Learned struct {
 }
 
 // Learned returns the layout as read so far, for ProcessInitialize; nil
-// when ompd_state cannot be found.
+// when the address space read no value it was not given (the one of the
+// stop after a rehearsal, usually), so that it is not copied again while
+// the target is held.
 func (as *AddressSpace) Learned() *Learned {
 	lay := as.mem.lay
-	at, err := as.cb.SymbolAddr(stateSymbol, lay.hint)
-	if err != nil {
-		return nil
-	}
-	l := &Learned{sizes: as.sizes, stateAt: at, vals: map[layoutKey]uint64{}, fields: map[[2]string][2]uint64{}}
 	lay.mu.Lock()
 	defer lay.mu.Unlock()
+	if lay.learned == 0 {
+		return nil
+	}
+	l := &Learned{sizes: as.sizes, stateAt: as.stateAt, vals: map[layoutKey]uint64{}, fields: map[[2]string][2]uint64{}}
 	for k, v := range lay.vals {
 		// ompd_state is read anew by each address space.
 		if v != 0 && k.prefix != stateSymbol {

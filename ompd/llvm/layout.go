@@ -29,6 +29,9 @@ type layout struct {
 	recentVals   [recentSlots]atomic.Pointer[recentValue]
 	recentFields [recentSlots]atomic.Pointer[recentValue]
 	slow         int // lookups the recent slots did not answer (tests)
+	// learned counts the values read from the target that are not 0 and
+	// not ompd_state's: what AddressSpace.Learned can pass on.
+	learned int
 }
 
 // recentValue is one answer kept in a recent slot: the value of k, or
@@ -107,6 +110,9 @@ func (l *layout) value(k layoutKey) (uint64, error) {
 	v = binary.LittleEndian.Uint64(b[:])
 	l.mu.Lock()
 	l.vals[k] = v
+	if v != 0 && k.prefix != stateSymbol {
+		l.learned++
+	}
 	l.mu.Unlock()
 	slot.Store(&recentValue{k: k, v: v})
 	return v, nil

@@ -1141,6 +1141,10 @@ func TestLearned(t *testing.T) {
 	if got := answers(again); got != want {
 		t.Errorf("with what was learned:\n%s\nwant\n%s", got, want)
 	}
+	// It read nothing it was not given but values 0: nothing to pass on.
+	if again.Learned() != nil {
+		t.Error("an address space given all it read but values 0 has something to pass on")
+	}
 	zeros := 0
 	for _, name := range layoutLookups(tgt.asked) {
 		if !zero[name] {
