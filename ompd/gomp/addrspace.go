@@ -55,8 +55,10 @@ type AddressSpace struct {
 	mutexSites map[uint64]int64
 	imageEnd   uint64
 	// threadNum is omp_get_thread_num's address, tlsSlot the GOT slot
-	// its code reads the TLS offset from (Learned).
+	// its code reads the TLS offset from (Learned); given says the
+	// address space was made from a Learned.
 	threadNum, tlsSlot uint64
+	given              bool
 	// Warnings says what was dropped or could not be checked.
 	Warnings []string
 }
@@ -77,8 +79,11 @@ type Learned struct {
 func (l *Learned) Release() Release { return l.as.Release }
 
 // Learned returns what as learned from libgomp's image and code, for
-// NewAddressSpace.
+// NewAddressSpace; nil when as was made from a Learned, which has it all.
 func (as *AddressSpace) Learned() *Learned {
+	if as.given {
+		return nil
+	}
 	l := &Learned{as: *as}
 	l.as.cb, l.as.m, l.as.TLSOffset = nil, nil, 0
 	l.as.Warnings = slices.Clone(as.Warnings)
@@ -107,7 +112,7 @@ func NewAddressSpace(cb ompd.Callbacks, learned *Learned) (*AddressSpace, error)
 	}
 	if learned != nil && learned.as.threadNum == tn {
 		as := learned.as
-		as.cb, as.m = cb, &mem{cb}
+		as.cb, as.m, as.given = cb, &mem{cb}, true
 		as.Warnings = slices.Clone(learned.as.Warnings)
 		if err := as.readTLSOffset(); err != nil {
 			return nil, err

@@ -402,8 +402,11 @@ func checkKnowledge(t *testing.T, cb ompd.Callbacks, as *AddressSpace) {
 	}
 	bare := func(a *AddressSpace) AddressSpace {
 		c := *a
-		c.cb, c.m = nil, nil
+		c.cb, c.m, c.given = nil, nil, false
 		return c
+	}
+	if again.Learned() != nil {
+		t.Error("an address space made from what was learned has something to pass on")
 	}
 	if got, want := bare(again), bare(as); !reflect.DeepEqual(got, want) {
 		t.Errorf("with its knowledge:\n%+v\nwant\n%+v", got, want)
