@@ -13,14 +13,9 @@ import (
 	"github.com/ompd-inspect/ompd-inspect/target/ptrace"
 )
 
-// endedTarget is a target whose reads say they have ended (target.Ender).
-type endedTarget struct{ target.Target }
-
-func (endedTarget) Ended() bool { return true }
-
 // endsAfter is a target whose reads say they have ended (target.Ender)
-// once n reads have been made, as a rehearsal's time runs out while it
-// reads; the reads themselves go on.
+// once n reads have been made (at once for 0), as a rehearsal's time runs
+// out while it reads; the reads themselves go on.
 type endsAfter struct {
 	target.Target
 	n int
@@ -33,33 +28,19 @@ func (e *endsAfter) ReadMemory(addr uint64, buf []byte) error {
 
 func (e *endsAfter) Ended() bool { return e.n <= 0 }
 
-// readsAt counts the reads of a target at the addresses at names.
-type readsAt struct {
+// readCounter counts the reads of a target by what name gives their
+// addresses ("": not counted).
+type readCounter struct {
 	target.Target
-	at map[uint64]string
-	n  map[string]int
+	name func(addr uint64) string
+	n    map[string]int
 }
 
-func (r *readsAt) ReadMemory(addr uint64, buf []byte) error {
-	if name, ok := r.at[addr]; ok {
+func (r *readCounter) ReadMemory(addr uint64, buf []byte) error {
+	if name := r.name(addr); name != "" {
 		r.n[name]++
 	}
 	return r.Target.ReadMemory(addr, buf)
-}
-
-// libgompReads counts the reads of a target that fall in one module (a
-// runtime's).
-type libgompReads struct {
-	target.Target
-	mod *target.Module
-	n   int
-}
-
-func (c *libgompReads) ReadMemory(addr uint64, buf []byte) error {
-	if c.mod.Contains(addr) {
-		c.n++
-	}
-	return c.Target.ReadMemory(addr, buf)
 }
 
 // attachRuntime stops process pid (released at the test's end) and finds
@@ -87,7 +68,7 @@ func attachRuntime(t *testing.T, pid int) (*ptrace.Process, *target.Module) {
 // nothing was kept.
 func keepsNothingEnded(t *testing.T, p *ptrace.Process, n int, kept func() bool) {
 	t.Helper()
-	for what, tg := range map[string]target.Target{"ended": endedTarget{p}, "ended while it read": &endsAfter{Target: p, n: n}} {
+	for what, tg := range map[string]target.Target{"ended": &endsAfter{Target: p}, "ended while it read": &endsAfter{Target: p, n: n}} {
 		if _, err := Build(tg, Source{Kind: "process"}, Options{}); err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +98,13 @@ func TestGompLearnedKept(t *testing.T) {
 	// The first build reads libgomp's image and code and keeps what
 	// they gave; the next reads of libgomp only its GOT slot and the
 	// globals the report shows.
-	first := &libgompReads{Target: p, mod: rt}
+	inLibgomp := func(addr uint64) string {
+		if rt.Contains(addr) {
+			return "libgomp"
+		}
+		return ""
+	}
+	first := &readCounter{Target: p, name: inLibgomp, n: map[string]int{}}
 	rep, err := Build(first, Source{Kind: "process"}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -132,12 +119,12 @@ func TestGompLearnedKept(t *testing.T) {
 	if k.Release().Major != 12 {
 		t.Errorf("kept what was learned of GCC %d's libgomp, want 12", k.Release().Major)
 	}
-	next := &libgompReads{Target: p, mod: rt}
+	next := &readCounter{Target: p, name: inLibgomp, n: map[string]int{}}
 	if _, err := Build(next, Source{Kind: "process"}, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if next.n >= first.n/2 {
-		t.Errorf("the build with what was learned of libgomp read it %d times, the one without %d", next.n, first.n)
+	if next.n["libgomp"] >= first.n["libgomp"]/2 {
+		t.Errorf("the build with what was learned of libgomp read it %d times, the one without %d", next.n["libgomp"], first.n["libgomp"])
 	}
 	if err := p.Detach(); err != nil {
 		t.Fatal(err)
@@ -165,7 +152,8 @@ func TestLLVMLearnedKept(t *testing.T) {
 		}
 		at[sym.Addr] = name
 	}
-	firstReads := &readsAt{Target: p, at: at, n: map[string]int{}}
+	atName := func(addr uint64) string { return at[addr] }
+	firstReads := &readCounter{Target: p, name: atName, n: map[string]int{}}
 	first, err := Build(firstReads, Source{Kind: "process"}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +161,7 @@ func TestLLVMLearnedKept(t *testing.T) {
 	if known.get() == nil {
 		t.Fatal("the build kept no layout")
 	}
-	nextReads := &readsAt{Target: p, at: at, n: map[string]int{}}
+	nextReads := &readCounter{Target: p, name: atName, n: map[string]int{}}
 	next, err := Build(nextReads, Source{Kind: "process"}, Options{})
 	if err != nil {
 		t.Fatal(err)

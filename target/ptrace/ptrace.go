@@ -85,10 +85,9 @@ type Options struct {
 	// as it runs, and nothing once its view has ended. Once the process
 	// is stopped and its modules listed again, the pages it read are
 	// read again into the stop's cache, a thousand to a call. It runs on
-	// a goroutine of its
-	// own: after RehearsalBudget the view's reads fail, and a signal on
-	// Interrupt ends Attach at once. A panic in it is dropped. It is
-	// skipped for a process of more than 64 threads.
+	// a goroutine of its own: after RehearsalBudget the view's reads
+	// fail, and a signal on Interrupt ends Attach at once. A panic in it
+	// is dropped. It is skipped for a process of more than 64 threads.
 	Rehearse func(*Running)
 	// RehearsalBudget is how long Rehearse may read; zero means
 	// DefaultRehearsalBudget.
