@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,7 +61,7 @@ func reportHeld(b *testing.B, held []time.Duration) {
 //   - 1024 threads: `ompd-inspect attach PID all --json` (every section and
 //     every backtrace) against gdb with LLVM's OMPD plugin doing `ompd
 //     init`, `ompd threads`, `ompd icvs`, `ompd parallel` and `thread apply
-//     all bt`;
+//     all bt` (withPlugin: the plugin must load and show the team);
 //   - the floor: stopping and resuming every thread with nothing read
 //     (ptrace.Attach and Detach, in this process; stopped-ms/op is from
 //     the first stop to the last detach, as --stats measures it), and
@@ -110,16 +111,16 @@ func BenchmarkSnapshot(b *testing.B) {
 			}
 			p := fixture.Start(b, "wide", opts)
 			pid := strconv.Itoa(p.PID)
-			view, gdbArgs := []string{"attach", pid}, []string{"-batch", "-nx", "-p", pid}
+			view := []string{"attach", pid}
+			gdbRun := gdbRun{args: []string{"-batch", "-nx", "-p", pid}, threads: c.threads}
 			if c.threads > 4 {
 				view = append(view, "all", "--json")
 				// LLVM's plugin reads no libgomp: gdb alone there.
 				if c.runtime != "gomp" {
-					gdbArgs = append(gdbArgs, "-ex", "source "+pluginDir+"/__init__.py",
-						"-ex", "ompd init", "-ex", "ompd threads", "-ex", "ompd icvs", "-ex", "ompd parallel")
+					gdbRun = withPlugin(b, gdbRun, c.runtime, cliPath, c.threads)
 				}
 			}
-			gdbArgs = append(gdbArgs, "-ex", "thread apply all bt")
+			gdbRun.args = append(gdbRun.args, "-ex", "thread apply all bt")
 			b.Run("ompd-inspect", func(b *testing.B) {
 				// One run first, untimed: the caches are warm for the
 				// timed ones.
@@ -140,7 +141,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			b.Run("gdb", func(b *testing.B) {
 				var runs []time.Duration
 				for b.Loop() {
-					runs = append(runs, gdbOnce(b, gdbArgs, c.threads))
+					runs = append(runs, gdbRun.once(b))
 				}
 				b.ReportMetric(medianMS(runs), "median-ms")
 			})
@@ -183,14 +184,14 @@ func BenchmarkSnapshot(b *testing.B) {
 			b.Run("paired", func(b *testing.B) {
 				// One of each first, untimed.
 				inspectOnce(b, cliPath, view)
-				gdbOnce(b, gdbArgs, c.threads)
+				gdbRun.once(b)
 				floorProcessOnce(b, pid)
 				var speed, hold []float64
 				for k := 0; b.Loop(); k++ {
 					var run, held, gdb, floor time.Duration
 					steps := []func(){
 						func() { run, held, _ = inspectOnce(b, cliPath, view) },
-						func() { gdb = gdbOnce(b, gdbArgs, c.threads) },
+						func() { gdb = gdbRun.once(b) },
 						func() { floor = floorProcessOnce(b, pid) },
 					}
 					for i := range steps {
@@ -275,16 +276,68 @@ func inspectOnce(b *testing.B, cliPath string, view []string) (run, held time.Du
 	return run, time.Duration(s * float64(time.Millisecond)), rss
 }
 
-// gdbOnce runs gdb with args on a process of threads threads and returns
-// how long it ran; it fails b unless gdb showed every thread.
-func gdbOnce(b *testing.B, args []string, threads int) time.Duration {
-	start := time.Now()
-	out, err := exec.Command("gdb", args...).CombinedOutput()
-	run := time.Since(start)
-	if err != nil || strings.Count(string(out), "\nThread ") < threads {
-		b.Fatalf("gdb: %v (%d threads shown)\n%s", err, strings.Count(string(out), "\nThread "), tail(string(out), 2000))
+// btHeader is the line that opens a thread's backtrace in gdb's `thread
+// apply all bt`.
+var btHeader = regexp.MustCompile(`(?m)^Thread [0-9]+ \(Thread 0x[0-9a-f]+ \(LWP [0-9]+\)`)
+
+// gdbRun is how the reference runs: gdb's arguments and what it needs in
+// its environment, and what its output must show.
+type gdbRun struct {
+	args    []string
+	env     []string // added to this process's environment
+	threads int      // how many threads the backtraces must show
+	want    []string // lines the output must hold
+}
+
+// withPlugin returns run with LLVM's OMPD plugin loaded first and its
+// `ompd init`, `ompd threads`, `ompd icvs` and `ompd parallel` run on a
+// process of threads threads on runtime "ompd" or "stock19". The plugin
+// opens the OMPD library the runtime names: the OMPD build's is found
+// through LD_LIBRARY_PATH; Debian's stripped runtime names the libompd.so
+// set-up placed next to it, and the plugin finds the runtime's symbols in
+// the debug file `ompd-inspect debug-file` writes (TestGDBPluginOnStock).
+// The run must show that the plugin loaded and read the team; without
+// the check a plugin that failed to load would leave gdb alone as the
+// reference, unseen.
+func withPlugin(b *testing.B, run gdbRun, runtime, cliPath string, threads int) gdbRun {
+	b.Helper()
+	switch runtime {
+	case "ompd":
+		run.env = append(run.env, "LD_LIBRARY_PATH="+filepath.Dir(fixture.LibompdPath()))
+	case "stock19":
+		dir := b.TempDir()
+		if out, err := exec.Command(cliPath, "debug-file", fixture.StockLibomp(19), dir).CombinedOutput(); err != nil {
+			b.Fatalf("ompd-inspect debug-file: %v\n%s", err, out)
+		}
+		run.args = append(run.args, "-iex", "set debug-file-directory "+dir)
+	default:
+		b.Fatalf("LLVM's plugin does not read runtime %q", runtime)
 	}
+	run.args = append(run.args, "-ex", "source "+pluginDir+"/__init__.py",
+		"-ex", "ompd init", "-ex", "ompd threads", "-ex", "ompd icvs", "-ex", "ompd parallel")
+	run.want = append(run.want, "Loaded OMPD lib successfully!",
+		fmt.Sprintf("Parallel Region: Nesting Level 1: Team Size: %d", threads))
 	return run
+}
+
+// once runs gdb and returns how long it ran; it fails b unless gdb showed
+// every thread and every line run.want names.
+func (run gdbRun) once(b *testing.B) time.Duration {
+	cmd := exec.Command("gdb", run.args...)
+	cmd.Env = append(os.Environ(), run.env...)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	elapsed := time.Since(start)
+	text := string(out)
+	if shown := len(btHeader.FindAllStringIndex(text, -1)); err != nil || shown != run.threads {
+		b.Fatalf("gdb: %v (%d threads' backtraces shown, want %d)\n%s", err, shown, run.threads, tail(text, 2000))
+	}
+	for _, w := range run.want {
+		if !strings.Contains(text, w) {
+			b.Fatalf("gdb's output does not say %q:\n%s", w, tail(text, 4000))
+		}
+	}
+	return elapsed
 }
 
 // floorProcessOnce runs this test binary as a floor process on process
