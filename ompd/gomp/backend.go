@@ -195,10 +195,35 @@ type icvReader struct {
 	err  error
 }
 
-// value reads icv (ICV).
-func (r *icvReader) value(icv ompd.ICV) (ompd.Value, error) {
-	switch h := r.handle.(type) {
+// handleScope is the scope of the ICVs a handle of this backend answers
+// (OMPD's ompd_get_icv_from_scope asks each ICV of a handle of its own
+// scope), false for no handle of this backend.
+func handleScope(handle any) (ompd.Scope, bool) {
+	switch handle.(type) {
 	case *gas:
+		return ompd.ScopeAddressSpace, true
+	case *gthread:
+		return ompd.ScopeThread, true
+	case *gparallel:
+		return ompd.ScopeParallel, true
+	case *gtask:
+		return ompd.ScopeTask, true
+	}
+	return 0, false
+}
+
+// value reads icv (ICV). An ICV asked of a handle of another scope is bad
+// input, as OMPD has it: the address space's block, say, holds no
+// thread's ICVs, and its zero would read as a value.
+func (r *icvReader) value(icv ompd.ICV) (ompd.Value, error) {
+	scope, ok := handleScope(r.handle)
+	if !ok {
+		return ompd.Value{}, fmt.Errorf("ICV %s: %T is no handle of libgomp's backend", icv.Name, r.handle)
+	}
+	if scope != icv.Scope {
+		return ompd.Value{}, fmt.Errorf("ICV %s has %s scope, asked of a handle of %s scope: %w", icv.Name, icv.Scope, scope, ompd.ErrBadInput)
+	}
+	switch h := r.handle.(type) {
 	case *gthread:
 		if icv.Name == "thread-num-var" {
 			return ompd.Value{Num: int64(h.t.TeamID)}, nil
@@ -216,7 +241,7 @@ func (r *icvReader) value(icv ompd.ICV) (ompd.Value, error) {
 		case "team-size-var":
 			return ompd.Value{Num: int64(tm.NThreads)}, nil
 		}
-		return ompd.Value{}, fmt.Errorf("ICV %s is not of a parallel region: %w", icv.Name, ompd.ErrBadInput)
+		return ompd.Value{}, fmt.Errorf("ICV %s of a parallel region: %w", icv.Name, ompd.ErrUnavailable)
 	case *gtask:
 		k, kerr := h.read()
 		if kerr != nil {
@@ -228,8 +253,6 @@ func (r *icvReader) value(icv ompd.ICV) (ompd.Value, error) {
 		case "implicit-task-var":
 			return boolValue(k.Kind == TaskImplicit), nil
 		}
-	default:
-		return ompd.Value{}, fmt.Errorf("ICV %s: %T is no handle of libgomp's backend", icv.Name, r.handle)
 	}
 	if !r.read {
 		r.read = true

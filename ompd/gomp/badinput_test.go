@@ -1031,6 +1031,41 @@ func TestBackendICVs(t *testing.T) {
 				check(c.threadName+"'s task", k, c.task)
 			}
 			check("the address space", g, map[string]ompd.Value{"cancel-var": num(0), "max-task-priority-var": num(9)})
+
+			// An ICV of another scope than the handle's is bad input,
+			// one at a time and in a batch: the address space's block
+			// holds no thread's ICVs, a thread's no task's.
+			h, err := g.ThreadHandle(ompd.ThreadIDPthread, s.tp1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := h.CurrentTask()
+			if err != nil {
+				t.Fatal(err)
+			}
+			byName := map[string]ompd.ICV{}
+			for _, icv := range all {
+				byName[icv.Name] = icv
+			}
+			for _, c := range []struct {
+				what string
+				h    any
+				icv  string
+			}{
+				{"the address space", g, "dyn-var"},
+				{"the address space", g, "run-sched-var"},
+				{"thread 1", h, "run-sched-var"},
+				{"thread 1", h, "cancel-var"},
+				{"thread 1's task", k, "nthreads-var"},
+			} {
+				icv := byName[c.icv]
+				vals, errs := make([]ompd.Value, 1), make([]error, 1)
+				backend.ReadICVs(g, c.h, []ompd.ICV{icv}, vals, errs)
+				_, oneErr := g.ICV(c.h, icv)
+				if !errors.Is(errs[0], ompd.ErrBadInput) || !errors.Is(oneErr, ompd.ErrBadInput) {
+					t.Errorf("%s %s (%s scope): batch %+v, %v; one %v; want bad input", c.what, icv.Name, icv.Scope, vals[0], errs[0], oneErr)
+				}
+			}
 		})
 	}
 }
