@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // holeReader serves pages 0x1000-0x5000 except the hole at 0x3000, stopping
@@ -160,9 +161,10 @@ func TestMemCacheInvalidateDuringFetch(t *testing.T) {
 }
 
 // TestPageArena checks the arena's chunks: pages are handed out in order
-// without overlap, the chunks after the first are whole huge pages, a
-// request larger than a chunk gets a chunk of its own, and a reservation
-// is used before anything else is allocated.
+// without overlap, the second chunk is secondChunkPages, a request larger
+// than the next chunk gets a chunk of its own size (not rounded up, and
+// not advised to be huge pages), and a reservation is used before
+// anything else is allocated.
 func TestPageArena(t *testing.T) {
 	var a pageArena
 	p1 := a.alloc(1)
@@ -174,9 +176,13 @@ func TestPageArena(t *testing.T) {
 	if len(a.chunks) != 2 || len(a.chunks[1]) != secondChunkPages*PageSize || &three[0] != &a.chunks[1][0] {
 		t.Fatalf("a request of 3 small chunks: %d chunks, the last of %d bytes; want a second chunk of %d pages", len(a.chunks), len(a.chunks[len(a.chunks)-1]), secondChunkPages)
 	}
-	big := a.alloc(5*hugeChunkPages + 1)
-	if len(a.chunks) != 3 || len(a.chunks[2]) != 6*hugePageSize || &big[0] != &a.chunks[2][0] {
-		t.Fatalf("a request of 5 huge pages and a page: %d chunks, the last of %d bytes; want 6 huge pages", len(a.chunks), len(a.chunks[len(a.chunks)-1]))
+	const bigPages = 4*secondChunkPages + 1 // more than the next chunk, twice the second
+	big := a.alloc(bigPages)
+	if len(a.chunks) != 3 || len(a.chunks[2]) != bigPages*PageSize || &big[0] != &a.chunks[2][0] {
+		t.Fatalf("a request of %d pages: %d chunks, the last of %d bytes; want a third chunk of %d bytes", bigPages, len(a.chunks), len(a.chunks[len(a.chunks)-1]), bigPages*PageSize)
+	}
+	if adviseHuge(t, uintptr(unsafe.Pointer(&big[0]))) {
+		t.Errorf("the arena's chunk was advised to hold huge pages (\"hg\" in its VmFlags)")
 	}
 	a.reset()
 	if again := a.alloc(1); len(a.chunks) != 1 || &again[0] != &p1[0] {

@@ -20,17 +20,7 @@ const MinReadyHeap = 4 << 20
 // in one call (MADV_POPULATE_WRITE), drops them and runs a collection,
 // which frees their pages for the heap to use again.
 //
-// Its whole 2 MiB parts are asked to be transparent huge pages
-// (MADV_HUGEPAGE, as the memory cache's arena is): populating 16 MiB then
-// fills a few huge pages instead of four thousand small ones, and the
-// report built on them meets fewer translation misses (1024 threads: the
-// read 42 to 28 ms). The advice stays on that part of the heap for the
-// life of the process: pages the runtime later returns to the kernel may
-// be released only once their huge page is split, and the kernel may
-// gather small pages of it into huge ones again (the reason the Go
-// runtime gives no such advice on its heap itself). That suits a
-// short-lived process such as ompd-inspect; a long-lived one would
-// rather not call it.
+// It is not asked to be made of transparent huge pages: see pageArena.
 //
 // It does nothing for n under MinReadyHeap, or where the kernel cannot
 // populate a range in one call: writing to each page would cost what the
@@ -45,9 +35,6 @@ func readyHeap(n int) (start, end uintptr) {
 	}
 	// One page more: its whole pages are at least n bytes.
 	mem := alignedPart(make([]byte, n+PageSize), PageSize)
-	if inner := alignedPart(mem, hugePageSize); len(inner) > 0 {
-		_ = unix.Madvise(inner, unix.MADV_HUGEPAGE) // advice: fine if refused
-	}
 	if unix.Madvise(mem, madvPopulateWrite) != nil {
 		return 0, 0
 	}

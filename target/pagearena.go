@@ -8,18 +8,13 @@ import (
 
 // Sizes of the chunks a pageArena allocates, in pages: the first is small
 // (a report of a few threads reads a few dozen pages), the second
-// secondChunkPages (two huge pages: at least one lies wholly inside it),
-// each next one twice the last up to maxChunkPages. Past the first, a
-// chunk is a whole number of huge pages.
+// secondChunkPages, each next one twice the last up to maxChunkPages; a
+// request larger than the next chunk gets a chunk of its own size.
 const (
 	firstChunkPages  = 64
-	hugeChunkPages   = hugePageSize / PageSize
-	secondChunkPages = 2 * hugeChunkPages
+	secondChunkPages = 1024
 	maxChunkPages    = 4096
 )
-
-// hugePageSize is the size of an x86-64 transparent huge page.
-const hugePageSize = 2 << 20
 
 // madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14): populate a range
 // writable, as a write to every page would.
@@ -27,13 +22,20 @@ const madvPopulateWrite = 23
 
 // pageArena holds the pages a MemCache reads during one stop, in chunks
 // populated before use. A page of fresh memory costs a page fault when the
-// kernel first writes it, and a scattered 4 KiB page a translation miss:
-// together several times the cost of the read itself, and a thousand
-// threads' stacks and structures are about 5000 pages, read while the
-// target is held stopped. Chunks are whole 2 MiB past the first, and the
-// aligned 2 MiB pieces of them are asked to be transparent huge pages
-// (MADV_HUGEPAGE), which makes a read into them as cheap as into a buffer
-// used again and again.
+// kernel first writes it, several times the cost of the read itself, and
+// a thousand threads' stacks and structures are about 5000 pages, read
+// while the target is held stopped.
+//
+// The chunks are not asked to be transparent huge pages (MADV_HUGEPAGE),
+// nor is the readied heap (ReadyHeap). Back to back, huge pages made a
+// run of a thousand threads a few milliseconds faster; but a virtual
+// machine that reports free memory to its host (virtio-balloon's free
+// page reporting, as Firecracker's and QEMU's guests do) hands back free
+// blocks of 2 MiB, exactly what a huge page takes, and backing them again
+// made a run that came seconds after the last one, as a person's does,
+// spend 90 to 160 ms more before the stop (docs/benchmarks.md, the
+// thirteenth round). Small pages come from the smaller free blocks,
+// which are not reported.
 //
 // The chunks are Go memory (byte slices, which the collector does not
 // scan): a page a caller still holds stays valid (a small first chunk is
@@ -95,18 +97,7 @@ func (a *pageArena) newChunk(n int) []byte {
 	} else {
 		a.next = min(a.next*2, maxChunkPages)
 	}
-	if pages < hugeChunkPages {
-		mem := make([]byte, pages*PageSize)
-		populate(mem)
-		return mem
-	}
-	// Whole huge pages; those wholly inside the chunk are asked to be
-	// huge (the edges of an unaligned chunk stay small pages).
-	size := (pages*PageSize + hugePageSize - 1) &^ (hugePageSize - 1)
-	mem := make([]byte, size)
-	if inner := alignedPart(mem, hugePageSize); len(inner) > 0 {
-		_ = unix.Madvise(inner, unix.MADV_HUGEPAGE) // advice: fine if refused
-	}
+	mem := make([]byte, pages*PageSize)
 	populate(mem)
 	return mem
 }

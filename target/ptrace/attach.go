@@ -82,9 +82,8 @@ func Attach(pid int, opts Options) (*Process, error) {
 	// would clear memory the readied heap gave back, 3 ms for a thousand
 	// threads' 20 MiB) and only the kernel populates. Then the heap is
 	// readied, alone: the preparation's allocations and the caller's read
-	// then lie in memory the kernel has backed, in huge pages where it
-	// can, instead of costing a fault a page, before the stop and during
-	// it. Populating can take tens of milliseconds when the host backs
+	// then lie in memory the kernel has backed instead of costing a
+	// fault a page, before the stop and during it. Populating can take tens of milliseconds when the host backs
 	// the memory again: a signal that came meanwhile ends Attach after
 	// each step.
 	p.reserveCache(opts.CachePagesPerThread, st.Threads)

@@ -264,8 +264,8 @@ func TestCachePagesPerThread(t *testing.T) {
 	p := attach(t, tt.pid, Options{CachePagesPerThread: perThread})
 	threads := len(p.Threads())
 	readied := p.cache.Readied()
-	if want := perThread * threads; readied < want || readied > want+pagesPerHugePage {
-		t.Fatalf("%d pages readied for %d threads; want %d (at most a huge page more)", readied, threads, want)
+	if want := perThread * threads; readied != want {
+		t.Fatalf("%d pages readied for %d threads; want %d", readied, threads, want)
 	}
 	var buf [8]byte
 	if err := p.ReadMemory(tt.global, buf[:]); err != nil {
@@ -278,10 +278,6 @@ func TestCachePagesPerThread(t *testing.T) {
 		t.Fatalf("%d pages readied after a read, %d before: the read did not use the readied memory", after, readied)
 	}
 }
-
-// pagesPerHugePage is how many pages rounding up to whole huge pages may
-// add.
-const pagesPerHugePage = (2 << 20) / target.PageSize
 
 // Attach readies a thread's share of heap (at most maxReadyHeap, the
 // memory cache's pages apart), at least minReadyHeap for a few threads,
