@@ -50,13 +50,19 @@ type Error struct {
 	Err error
 }
 
+// Error says the operation, when there is one, the return code and the
+// cause: a sentinel (no operation) wrapped by fmt.Errorf("...: %w") reads
+// "...: ompd_rc_bad_input", not "...: : ompd_rc_bad_input".
 func (e *Error) Error() string {
-	msg := e.Op + ": " + e.RC.String()
+	msg := e.RC.String()
 	switch e.RC {
 	case RCNeedsStateTracking:
-		msg = e.Op + ": needs state tracking (start the program with OMP_DEBUG=enabled)"
+		msg = "needs state tracking (start the program with OMP_DEBUG=enabled)"
 	case RCUnavailable:
-		msg = e.Op + ": unavailable"
+		msg = "unavailable"
+	}
+	if e.Op != "" {
+		msg = e.Op + ": " + msg
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
