@@ -212,13 +212,35 @@ func handleScope(handle any) (ompd.Scope, bool) {
 	return 0, false
 }
 
+// tableICV returns icvTable's entry for icv: by its ID, as ICVs numbers
+// them (a name given with it must agree), else by its name; false for an
+// ICV this backend does not know. The entry, not the caller's copy, says
+// the ICV's scope.
+func tableICV(icv ompd.ICV) (ompd.ICV, bool) {
+	if i := int(icv.ID) - 1; i >= 0 && i < len(icvTable) && (icv.Name == "" || icv.Name == icvTable[i].Name) {
+		known := icvTable[i]
+		known.ID = icv.ID
+		return known, true
+	}
+	for _, known := range icvTable {
+		if known.Name == icv.Name {
+			return known, true
+		}
+	}
+	return ompd.ICV{}, false
+}
+
 // value reads icv (ICV). An ICV asked of a handle of another scope is bad
 // input, as OMPD has it: the address space's block, say, holds no
 // thread's ICVs, and its zero would read as a value.
-func (r *icvReader) value(icv ompd.ICV) (ompd.Value, error) {
+func (r *icvReader) value(asked ompd.ICV) (ompd.Value, error) {
 	scope, ok := handleScope(r.handle)
 	if !ok {
-		return ompd.Value{}, fmt.Errorf("ICV %s: %T is no handle of libgomp's backend", icv.Name, r.handle)
+		return ompd.Value{}, fmt.Errorf("ICV %s: %T is no handle of libgomp's backend", asked.Name, r.handle)
+	}
+	icv, ok := tableICV(asked)
+	if !ok {
+		return ompd.Value{}, fmt.Errorf("ICV %q (id %d): no such ICV in libgomp's backend: %w", asked.Name, asked.ID, ompd.ErrBadInput)
 	}
 	if scope != icv.Scope {
 		return ompd.Value{}, fmt.Errorf("ICV %s has %s scope, asked of a handle of %s scope: %w", icv.Name, icv.Scope, scope, ompd.ErrBadInput)

@@ -717,11 +717,21 @@ func exerciseState(t *testing.T, s *fakeState) {
 	exerciseBackend(Backend(as), tps)
 }
 
-// exerciseBackend calls what a report calls, through the backend.
+// exerciseBackend calls what a report calls, through the backend: each
+// handle's ICVs of its scope, and once every ICV of the address space
+// (most of them bad input there).
 func exerciseBackend(g backend.AddressSpace, tps []uint64) {
 	icvs, _ := g.ICVs()
 	vals, errs := make([]ompd.Value, len(icvs)), make([]error, len(icvs))
 	backend.ReadICVs(g, g, icvs, vals, errs)
+	scoped := map[ompd.Scope][]ompd.ICV{}
+	for _, icv := range icvs {
+		scoped[icv.Scope] = append(scoped[icv.Scope], icv)
+	}
+	readScope := func(h any, scope ompd.Scope) {
+		backend.ReadICVs(g, h, scoped[scope], vals[:len(scoped[scope])], errs[:len(scoped[scope])])
+	}
+	readScope(g, ompd.ScopeAddressSpace)
 	g.DisplayControlVars()
 	for _, tp := range tps {
 		h, err := g.ThreadHandle(ompd.ThreadIDPthread, tp)
@@ -735,14 +745,14 @@ func exerciseBackend(g backend.AddressSpace, tps []uint64) {
 		for _, icv := range []string{"nthreads-var", "thread-num-var"} {
 			g.ICV(h, ompd.ICV{Name: icv})
 		}
-		backend.ReadICVs(g, h, icvs, vals, errs)
+		readScope(h, ompd.ScopeThread)
 		if k, err := h.CurrentTask(); err == nil {
 			for i := 0; k != nil && i <= MaxNesting+1; i++ {
 				k.Flags()
 				k.Function()
 				k.Parallel()
 				g.ICV(k, ompd.ICV{Name: "final-task-var"})
-				backend.ReadICVs(g, k, icvs, vals, errs)
+				readScope(k, ompd.ScopeTask)
 				k, _ = k.Generating()
 			}
 		}
@@ -752,6 +762,7 @@ func exerciseBackend(g backend.AddressSpace, tps []uint64) {
 			p.Level()
 			p.Serialized()
 			g.ICV(p, ompd.ICV{Name: "team-size-var"})
+			readScope(p, ompd.ScopeParallel)
 			for j := 0; j < n && j < 4; j++ {
 				p.ThreadIn(j)
 				p.TaskIn(j)
@@ -1047,23 +1058,44 @@ func TestBackendICVs(t *testing.T) {
 			for _, icv := range all {
 				byName[icv.Name] = icv
 			}
+			par, err := h.CurrentParallel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The scope is the backend's, not the caller's: an ICV
+			// given with another scope (or with none, by name) is judged
+			// by its own.
+			misScoped := byName["dyn-var"]
+			misScoped.Scope = ompd.ScopeAddressSpace
+			// Each handle with an ICV of its own scope, which a batch
+			// still answers after a refused one.
+			right := map[any]ompd.ICV{g: byName["max-task-priority-var"], h: byName["dyn-var"],
+				k: byName["final-task-var"], par: byName["team-size-var"]}
 			for _, c := range []struct {
 				what string
 				h    any
-				icv  string
+				icv  ompd.ICV
 			}{
-				{"the address space", g, "dyn-var"},
-				{"the address space", g, "run-sched-var"},
-				{"thread 1", h, "run-sched-var"},
-				{"thread 1", h, "cancel-var"},
-				{"thread 1's task", k, "nthreads-var"},
+				{"the address space", g, byName["dyn-var"]},
+				{"the address space", g, byName["run-sched-var"]},
+				{"the address space", g, misScoped},
+				{"the address space", g, ompd.ICV{Name: "nthreads-var"}},
+				{"thread 1", h, byName["run-sched-var"]},
+				{"thread 1", h, byName["cancel-var"]},
+				{"thread 1's task", k, byName["nthreads-var"]},
+				{"thread 1's region", par, byName["thread-num-var"]},
+				{"thread 1's region", par, byName["run-sched-var"]},
+				{"thread 1", h, ompd.ICV{Name: "no-such-var"}},
 			} {
-				icv := byName[c.icv]
-				vals, errs := make([]ompd.Value, 1), make([]error, 1)
-				backend.ReadICVs(g, c.h, []ompd.ICV{icv}, vals, errs)
-				_, oneErr := g.ICV(c.h, icv)
+				right := right[c.h]
+				vals, errs := make([]ompd.Value, 2), make([]error, 2)
+				backend.ReadICVs(g, c.h, []ompd.ICV{c.icv, right}, vals, errs)
+				_, oneErr := g.ICV(c.h, c.icv)
 				if !errors.Is(errs[0], ompd.ErrBadInput) || !errors.Is(oneErr, ompd.ErrBadInput) {
-					t.Errorf("%s %s (%s scope): batch %+v, %v; one %v; want bad input", c.what, icv.Name, icv.Scope, vals[0], errs[0], oneErr)
+					t.Errorf("%s %s (%s scope): batch %+v, %v; one %v; want bad input", c.what, c.icv.Name, c.icv.Scope, vals[0], errs[0], oneErr)
+				}
+				if errs[1] != nil {
+					t.Errorf("%s: %s after %s in a batch: %v", c.what, right.Name, c.icv.Name, errs[1])
 				}
 			}
 		})
