@@ -181,7 +181,7 @@ func TestPageArena(t *testing.T) {
 	if len(a.chunks) != 3 || len(a.chunks[2]) != bigPages*PageSize || &big[0] != &a.chunks[2][0] {
 		t.Fatalf("a request of %d pages: %d chunks, the last of %d bytes; want a third chunk of %d bytes", bigPages, len(a.chunks), len(a.chunks[len(a.chunks)-1]), bigPages*PageSize)
 	}
-	if adviseHuge(t, uintptr(unsafe.Pointer(&big[0]))) {
+	if lo := uintptr(unsafe.Pointer(&big[0])); adviseHuge(t, lo, lo+uintptr(len(big))) {
 		t.Errorf("the arena's chunk was advised to hold huge pages (\"hg\" in its VmFlags)")
 	}
 	a.reset()

@@ -78,7 +78,7 @@ func TestReadyHeapChild(t *testing.T) {
 		if start == end {
 			t.Fatal("readyHeap readied nothing")
 		}
-		huge = adviseHuge(t, start)
+		huge = adviseHuge(t, start, end)
 	}
 	free := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
 	metrics.Read(free)
@@ -106,25 +106,30 @@ func residentBytes(t *testing.T) int64 {
 	return 0
 }
 
-// adviseHuge reports whether the mapping of the calling process that
-// holds addr was advised to hold huge pages: its VmFlags have "hg", which
-// only MADV_HUGEPAGE sets, whatever the system's huge page mode.
-func adviseHuge(t *testing.T, addr uintptr) bool {
+// adviseHuge reports whether a mapping of the calling process that
+// overlaps [lo, hi) was advised to hold huge pages: its VmFlags have "hg",
+// which only MADV_HUGEPAGE sets, whatever the system's huge page mode. The
+// whole range is looked at: advice given to a 2 MiB-aligned part inside
+// it splits the mapping.
+func adviseHuge(t *testing.T, lo, hi uintptr) bool {
 	b, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := false
+	in, seen := false, false
 	for _, l := range strings.Split(string(b), "\n") {
-		var lo, hi uint64
-		if n, _ := fmt.Sscanf(l, "%x-%x ", &lo, &hi); n == 2 {
-			in = uint64(addr) >= lo && uint64(addr) < hi
+		var mlo, mhi uint64
+		if n, _ := fmt.Sscanf(l, "%x-%x ", &mlo, &mhi); n == 2 {
+			in = mlo < uint64(hi) && uint64(lo) < mhi
+			seen = seen || in
 			continue
 		}
-		if v, ok := strings.CutPrefix(l, "VmFlags:"); ok && in {
-			return slices.Contains(strings.Fields(v), "hg")
+		if v, ok := strings.CutPrefix(l, "VmFlags:"); ok && in && slices.Contains(strings.Fields(v), "hg") {
+			return true
 		}
 	}
-	t.Fatalf("no mapping with VmFlags holds %#x", addr)
+	if !seen {
+		t.Fatalf("no mapping holds %#x-%#x", lo, hi)
+	}
 	return false
 }
