@@ -16,7 +16,8 @@ func newDebugFileCommand(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "debug-file RUNTIME DIR",
 		Short: "Write what ompd-inspect recovers from a stripped OpenMP runtime as a debug file for other debuggers",
 		Long: "Recover the OMPD symbols of a stripped LLVM OpenMP runtime (libomp) from its code and write them as a separate debug file\n" +
-			"DIR/.build-id/xx/rest.debug, named by the runtime's build-id. gdb then finds them with 'set debug-file-directory DIR'\n" +
+			"DIR/.build-id/xx/rest.debug, named by the runtime's build-id. gdb then finds them with\n" +
+			"'set debug-file-directory /usr/lib/debug:DIR' (naming DIR alone would hide the system's other debug files)\n" +
 			"(and LLVM's OMPD library and gdb plugin work on the runtime), and a debuginfod server over DIR serves them.",
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -17,6 +17,11 @@ import (
 // plugin.
 const pluginDir = "/usr/lib/llvm-19/share/gdb/python/ompd"
 
+// systemDebugDir is gdb's default debug-file-directory on Debian, kept
+// first when a test names a directory of its own: it holds the C
+// library's debug information (libc6-dbg).
+const systemDebugDir = "/usr/lib/debug"
+
 // TestGDBPluginOnStock: `ompd-inspect debug-file` makes LLVM's own gdb
 // plugin (with Debian's libompd) work on Debian's stripped libomp 19: its
 // `ompd init` loads, and its `ompd icvs` and `ompd parallel` agree with
@@ -32,7 +37,7 @@ func TestGDBPluginOnStock(t *testing.T) {
 	p := fixture.Start(t, "nested", fixture.StartOptions{Stripped: true, Env: []string{"OMP_DEBUG=enabled"}})
 	r := reportOf(t, "attach", strconv.Itoa(p.PID), "summary")
 
-	gdb := exec.Command("gdb", "-nx", "-batch", "-iex", "set debug-file-directory "+dir,
+	gdb := exec.Command("gdb", "-nx", "-batch", "-iex", "set debug-file-directory "+systemDebugDir+":"+dir,
 		"-ex", "source "+pluginDir+"/__init__.py", "-ex", "ompd init", "-ex", "ompd icvs", "-ex", "ompd parallel",
 		"-p", strconv.Itoa(p.PID))
 	gout, err := gdb.CombinedOutput()

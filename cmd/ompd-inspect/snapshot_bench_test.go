@@ -116,15 +116,15 @@ func BenchmarkSnapshot(b *testing.B) {
 			p := fixture.Start(b, "wide", opts)
 			pid := strconv.Itoa(p.PID)
 			view := []string{"attach", pid}
-			gdbRun := gdbRun{args: []string{"-batch", "-nx", "-p", pid}, threads: c.threads}
+			ref := gdbRun{args: []string{"-batch", "-nx", "-p", pid}, threads: c.threads}
 			if c.threads > 4 {
 				view = append(view, "all", "--json")
 				// LLVM's plugin reads no libgomp: gdb alone there.
 				if c.runtime != "gomp" {
-					gdbRun = withPlugin(b, gdbRun, c.runtime, cliPath, c.threads)
+					ref = withPlugin(b, ref, c.runtime, cliPath)
 				}
 			}
-			gdbRun.args = append(gdbRun.args, "-ex", "thread apply all bt")
+			ref.args = append(ref.args, "-ex", "thread apply all bt")
 			b.Run("ompd-inspect", func(b *testing.B) {
 				// One run first, untimed: the caches are warm for the
 				// timed ones.
@@ -169,7 +169,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			b.Run("gdb", func(b *testing.B) {
 				var runs []time.Duration
 				for b.Loop() {
-					runs = append(runs, gdbRun.once(b))
+					runs = append(runs, ref.once(b))
 				}
 				b.ReportMetric(medianMS(runs), "median-ms")
 			})
@@ -212,14 +212,14 @@ func BenchmarkSnapshot(b *testing.B) {
 			b.Run("paired", func(b *testing.B) {
 				// One of each first, untimed.
 				inspectOnce(b, cliPath, view)
-				gdbRun.once(b)
+				ref.once(b)
 				floorProcessOnce(b, pid)
 				var speed, hold []float64
 				for k := 0; b.Loop(); k++ {
 					var run, held, gdb, floor time.Duration
 					steps := []func(){
 						func() { run, held, _ = inspectOnce(b, cliPath, view) },
-						func() { gdb = gdbRun.once(b) },
+						func() { gdb = ref.once(b) },
 						func() { floor = floorProcessOnce(b, pid) },
 					}
 					for i := range steps {
@@ -315,11 +315,18 @@ type gdbRun struct {
 	env     []string // added to this process's environment
 	threads int      // how many threads the backtraces must show
 	want    []string // lines the output must hold
+	// plugin: the output must also list every thread once in `ompd
+	// threads`, and hold no Python traceback (the plugin catches its
+	// errors, prints them and goes on).
+	plugin bool
 }
+
+// pluginThread is the line of `ompd threads` for one thread.
+var pluginThread = regexp.MustCompile(`(?m)^Thread [0-9]+ \([0-9]+\) is (an|no) OpenMP thread`)
 
 // withPlugin returns run with LLVM's OMPD plugin loaded first and its
 // `ompd init`, `ompd threads`, `ompd icvs` and `ompd parallel` run on a
-// process of threads threads on runtime "ompd" or "stock19". The plugin
+// process of run.threads threads on runtime "ompd" or "stock19". The plugin
 // opens the OMPD library the runtime names: the OMPD build's is found
 // through LD_LIBRARY_PATH; Debian's stripped runtime names the libompd.so
 // set-up placed next to it, and the plugin finds the runtime's symbols in
@@ -327,7 +334,7 @@ type gdbRun struct {
 // The run must show that the plugin loaded and read the team; without
 // the check a plugin that failed to load would leave gdb alone as the
 // reference, unseen.
-func withPlugin(b *testing.B, run gdbRun, runtime, cliPath string, threads int) gdbRun {
+func withPlugin(b *testing.B, run gdbRun, runtime, cliPath string) gdbRun {
 	b.Helper()
 	switch runtime {
 	case "ompd":
@@ -337,14 +344,17 @@ func withPlugin(b *testing.B, run gdbRun, runtime, cliPath string, threads int) 
 		if out, err := exec.Command(cliPath, "debug-file", fixture.StockLibomp(19), dir).CombinedOutput(); err != nil {
 			b.Fatalf("ompd-inspect debug-file: %v\n%s", err, out)
 		}
-		run.args = append(run.args, "-iex", "set debug-file-directory "+dir)
+		// gdb's default directory first: it holds the C library's
+		// debug information, which gdb reads on the other runtimes.
+		run.args = append(run.args, "-iex", "set debug-file-directory "+systemDebugDir+":"+dir)
 	default:
 		b.Fatalf("LLVM's plugin does not read runtime %q", runtime)
 	}
 	run.args = append(run.args, "-ex", "source "+pluginDir+"/__init__.py",
 		"-ex", "ompd init", "-ex", "ompd threads", "-ex", "ompd icvs", "-ex", "ompd parallel")
-	run.want = append(run.want, "Loaded OMPD lib successfully!",
-		fmt.Sprintf("Parallel Region: Nesting Level 1: Team Size: %d", threads))
+	run.want = append(run.want, "Loaded OMPD lib successfully!", "ICV Name",
+		fmt.Sprintf("Parallel Region: Nesting Level 1: Team Size: %d", run.threads))
+	run.plugin = true
 	return run
 }
 
@@ -363,6 +373,14 @@ func (run gdbRun) once(b *testing.B) time.Duration {
 	for _, w := range run.want {
 		if !strings.Contains(text, w) {
 			b.Fatalf("gdb's output does not say %q:\n%s", w, tail(text, 4000))
+		}
+	}
+	if run.plugin {
+		if listed := len(pluginThread.FindAllStringIndex(text, -1)); listed != run.threads {
+			b.Fatalf("the plugin's ompd threads listed %d threads, want %d:\n%s", listed, run.threads, tail(text, 4000))
+		}
+		if i := strings.Index(text, "Traceback (most recent call last)"); i >= 0 {
+			b.Fatalf("the plugin failed:\n%s", tail(text[i:], 4000))
 		}
 	}
 	return elapsed
