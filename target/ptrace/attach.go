@@ -83,9 +83,9 @@ func Attach(pid int, opts Options) (*Process, error) {
 	// threads' 20 MiB) and only the kernel populates. Then the heap is
 	// readied, alone: the preparation's allocations and the caller's read
 	// then lie in memory the kernel has backed instead of costing a
-	// fault a page, before the stop and during it. Populating can take tens of milliseconds when the host backs
-	// the memory again: a signal that came meanwhile ends Attach after
-	// each step.
+	// fault a page, before the stop and during it. Populating can take
+	// tens of milliseconds when the host backs the memory again: a signal
+	// that came meanwhile ends Attach after each step.
 	p.reserveCache(opts.CachePagesPerThread, st.Threads)
 	if sig, ok := pendingSignal(opts.Interrupt); ok {
 		return nil, &InterruptedError{PID: pid, Signal: sig}
