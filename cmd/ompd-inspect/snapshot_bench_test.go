@@ -125,23 +125,7 @@ func BenchmarkSnapshot(b *testing.B) {
 				}
 			}
 			ref.args = append(ref.args, "-ex", "thread apply all bt")
-			b.Run("ompd-inspect", func(b *testing.B) {
-				// One run first, untimed: the caches are warm for the
-				// timed ones.
-				if out, err := exec.Command(cliPath, view...).CombinedOutput(); err != nil {
-					b.Fatalf("ompd-inspect: %v\n%s", err, tail(string(out), 2000))
-				}
-				var rss float64
-				var runs, held []time.Duration
-				for b.Loop() {
-					run, h, r := inspectOnce(b, cliPath, view)
-					runs, held = append(runs, run), append(held, h)
-					rss = max(rss, r)
-				}
-				reportHeld(b, held)
-				b.ReportMetric(rss, "peak-MiB")
-				b.ReportMetric(medianMS(runs), "median-ms")
-			})
+			b.Run("ompd-inspect", func(b *testing.B) { inspectRuns(b, cliPath, view, 0) })
 			// A person's run comes seconds after anything else ran,
 			// not right after another: memory freed meanwhile may have
 			// gone back to the host of a virtual machine (free page
@@ -149,22 +133,7 @@ func BenchmarkSnapshot(b *testing.B) {
 			// 1024 threads, each run here comes idlePause after the
 			// last.
 			if c.threads > 4 {
-				b.Run("ompd-inspect-idle", func(b *testing.B) {
-					inspectOnce(b, cliPath, view)
-					var rss float64
-					var runs, held []time.Duration
-					for b.Loop() {
-						b.StopTimer()
-						time.Sleep(idlePause)
-						b.StartTimer()
-						run, h, r := inspectOnce(b, cliPath, view)
-						runs, held = append(runs, run), append(held, h)
-						rss = max(rss, r)
-					}
-					reportHeld(b, held)
-					b.ReportMetric(rss, "peak-MiB")
-					b.ReportMetric(medianMS(runs), "median-ms")
-				})
+				b.Run("ompd-inspect-idle", func(b *testing.B) { inspectRuns(b, cliPath, view, idlePause) })
 			}
 			b.Run("gdb", func(b *testing.B) {
 				var runs []time.Duration
@@ -280,6 +249,31 @@ func gompWide(b *testing.B) string {
 		b.Fatalf("gcc-12 %s: %v\n%s", src, err, out)
 	}
 	return exe
+}
+
+// inspectRuns runs ompd-inspect with view once untimed (the caches warm
+// up for the timed runs), then once an iteration, each pause after the
+// last (0: back to back), and reports the time held (reportHeld), the
+// peak RSS and the median run.
+func inspectRuns(b *testing.B, cliPath string, view []string, pause time.Duration) {
+	if out, err := exec.Command(cliPath, view...).CombinedOutput(); err != nil {
+		b.Fatalf("ompd-inspect: %v\n%s", err, tail(string(out), 2000))
+	}
+	var rss float64
+	var runs, held []time.Duration
+	for b.Loop() {
+		if pause > 0 {
+			b.StopTimer()
+			time.Sleep(pause)
+			b.StartTimer()
+		}
+		run, h, r := inspectOnce(b, cliPath, view)
+		runs, held = append(runs, run), append(held, h)
+		rss = max(rss, r)
+	}
+	reportHeld(b, held)
+	b.ReportMetric(rss, "peak-MiB")
+	b.ReportMetric(medianMS(runs), "median-ms")
 }
 
 // inspectOnce runs ompd-inspect with --stats and returns how long it ran
