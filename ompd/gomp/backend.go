@@ -213,11 +213,15 @@ func handleScope(handle any) (ompd.Scope, bool) {
 }
 
 // tableICV returns icvTable's entry for icv: by its ID, as ICVs numbers
-// them (a name given with it must agree), else by its name; false for an
-// ICV this backend does not know. The entry, not the caller's copy, says
-// the ICV's scope.
+// them (a name given with it must agree), or, for an ICV without an ID,
+// by its name; false for an ICV this backend does not know. The entry,
+// not the caller's copy, says the ICV's scope.
 func tableICV(icv ompd.ICV) (ompd.ICV, bool) {
-	if i := int(icv.ID) - 1; i >= 0 && i < len(icvTable) && (icv.Name == "" || icv.Name == icvTable[i].Name) {
+	if icv.ID != 0 {
+		i := int(icv.ID) - 1
+		if i < 0 || i >= len(icvTable) || (icv.Name != "" && icv.Name != icvTable[i].Name) {
+			return ompd.ICV{}, false
+		}
 		known := icvTable[i]
 		known.ID = icv.ID
 		return known, true

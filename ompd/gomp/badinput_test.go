@@ -1067,6 +1067,13 @@ func TestBackendICVs(t *testing.T) {
 			// by its own.
 			misScoped := byName["dyn-var"]
 			misScoped.Scope = ompd.ScopeAddressSpace
+			// Asked by name alone, or by ID alone, an ICV of the
+			// handle's scope is answered.
+			for _, icv := range []ompd.ICV{{Name: "dyn-var"}, {ID: byName["dyn-var"].ID}} {
+				if v, err := g.ICV(h, icv); err != nil || v != num(1) {
+					t.Errorf("thread 1's dyn-var asked as %+v: %+v, %v; want 1", icv, v, err)
+				}
+			}
 			// Each handle with an ICV of its own scope, which a batch
 			// still answers after a refused one.
 			right := map[any]ompd.ICV{g: byName["max-task-priority-var"], h: byName["dyn-var"],
@@ -1086,6 +1093,8 @@ func TestBackendICVs(t *testing.T) {
 				{"thread 1's region", par, byName["thread-num-var"]},
 				{"thread 1's region", par, byName["run-sched-var"]},
 				{"thread 1", h, ompd.ICV{Name: "no-such-var"}},
+				{"thread 1", h, ompd.ICV{ID: byName["nthreads-var"].ID, Name: "dyn-var"}},
+				{"thread 1", h, ompd.ICV{ID: ompd.ICVID(len(icvTable) + 1), Name: "dyn-var"}},
 			} {
 				right := right[c.h]
 				vals, errs := make([]ompd.Value, 2), make([]error, 2)
