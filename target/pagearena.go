@@ -30,12 +30,13 @@ const madvPopulateWrite = 23
 // nor is the readied heap (ReadyHeap). Back to back, huge pages made a
 // run of a thousand threads a few milliseconds faster; but a virtual
 // machine that reports free memory to its host (virtio-balloon's free
-// page reporting, as Firecracker's and QEMU's guests do) hands back free
-// blocks of 2 MiB, exactly what a huge page takes, and backing them again
-// made a run that came seconds after the last one, as a person's does,
-// spend 90 to 160 ms more before the stop (docs/benchmarks.md, the
-// thirteenth round). Small pages come from the smaller free blocks,
-// which are not reported.
+// page reporting, which Firecracker and QEMU can offer their guests)
+// hands back free blocks of 2 MiB, exactly what a huge page takes, and
+// backing them again made a run that came seconds after the last one, as
+// a person's does, spend 90 to 160 ms more before the stop
+// (docs/benchmarks.md, the thirteenth round). Small pages mostly come
+// from smaller free blocks, which are not reported: with them that run
+// took no longer than one right after another.
 //
 // The chunks are Go memory (byte slices, which the collector does not
 // scan): a page a caller still holds stays valid (a small first chunk is
