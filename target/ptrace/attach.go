@@ -588,8 +588,28 @@ const seizeOptions = unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEEXEC
 // seize attaches to one thread and asks it to stop. It reports whether the
 // thread is now traced; a thread that has exited is dropped.
 func (p *Process) seize(tid int, opts Options) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		seized, again, err := p.seizeOnce(tid, opts)
+		if !again || attempt == epermRetries {
+			return seized, err
+		}
+	}
+}
+
+// epermRetries is how many times seize tries again after a refusal
+// (EPERM) that nothing in /proc explains. Another thread's exec makes one:
+// the kernel refuses the old group leader, exiting, and then gives its
+// id to the executing thread, which /proc shows running and untraced by
+// the time the refusal is looked into. Seizing again attaches to that
+// thread (and Attach then sees the exec); a refusal that stands, as for
+// another user's process, is refused again at once.
+const epermRetries = 2
+
+// seizeOnce is one attempt of seize; again reports an unexplained EPERM,
+// err then being the refusal to report if it stands.
+func (p *Process) seizeOnce(tid int, opts Options) (seized, again bool, err error) {
 	p.seizes.in.Store(true)
-	err := ptraceSeize(tid, seizeOptions)
+	err = ptraceSeize(tid, seizeOptions)
 	p.seizes.done.Add(1)
 	p.seizes.in.Store(false)
 	switch {
@@ -606,42 +626,42 @@ func (p *Process) seize(tid int, opts Options) (bool, error) {
 			p.stopBegan = time.Now()
 		}
 		if err := unix.PtraceInterrupt(tid); err != nil && !errors.Is(err, unix.ESRCH) {
-			return true, fmt.Errorf("process %d: interrupting thread %d: %w", p.pid, tid, err)
+			return true, false, fmt.Errorf("process %d: interrupting thread %d: %w", p.pid, tid, err)
 		}
 		// On ESRCH the thread is exiting: its exit is reported by wait.
-		return true, nil
+		return true, false, nil
 	case errors.Is(err, unix.ESRCH):
 		p.drop(tid, warnExitedWhileAttaching)
-		return false, nil
+		return false, false, nil
 	case errors.Is(err, unix.EPERM):
 		st, serr := readStatus(fmt.Sprintf("/proc/%d/task/%d/status", p.pid, tid))
 		if errors.Is(serr, fs.ErrNotExist) {
 			p.drop(tid, warnExitedWhileAttaching)
-			return false, nil
+			return false, false, nil
 		}
 		if serr == nil {
 			switch {
 			case st.stateLetter() == 'Z' || st.stateLetter() == 'X':
 				p.drop(tid, warnHasExited)
-				return false, nil
+				return false, false, nil
 			case st.TracerPid == p.tr.tid:
 				// Created by a thread already seized: PTRACE_O_TRACECLONE
 				// attached it, and it starts with a PTRACE_EVENT_STOP.
 				p.tstate[tid] = &threadState{tid: tid}
-				return true, nil
+				return true, false, nil
 			case st.TracerPid != 0:
 				tpid, name := tracerOf(st.TracerPid)
-				return false, &AlreadyTracedError{PID: p.pid, TracerPID: tpid, TracerName: name}
+				return false, false, &AlreadyTracedError{PID: p.pid, TracerPID: tpid, TracerName: name}
 			case taskExiting(p.pid, tid):
 				// Killed, exiting, or killed by another thread's exec:
 				// the kernel refuses to attach to an exiting thread.
 				p.drop(tid, warnExitedWhileAttaching)
-				return false, nil
+				return false, false, nil
 			}
 		}
-		return false, fmt.Errorf("process %d: attaching refused: %w; %s", p.pid, err, permissionHint())
+		return false, true, fmt.Errorf("process %d: attaching refused: %w; %s", p.pid, err, permissionHint())
 	default:
-		return false, fmt.Errorf("process %d: attaching to thread %d: %w", p.pid, tid, err)
+		return false, false, fmt.Errorf("process %d: attaching to thread %d: %w", p.pid, tid, err)
 	}
 }
 
