@@ -609,7 +609,12 @@ const epermRetries = 2
 // err then being the refusal to report if it stands.
 func (p *Process) seizeOnce(tid int, opts Options) (seized, again bool, err error) {
 	p.seizes.in.Store(true)
-	err = ptraceSeize(tid, seizeOptions)
+	if opts.refuseSeize != nil {
+		err = opts.refuseSeize(tid)
+	}
+	if err == nil {
+		err = ptraceSeize(tid, seizeOptions)
+	}
 	p.seizes.done.Add(1)
 	p.seizes.in.Store(false)
 	switch {

@@ -96,6 +96,10 @@ type Options struct {
 	// afterSeize, when set (by tests), runs on the tracing thread after a
 	// thread has been seized and before it is interrupted.
 	afterSeize func(tid int)
+	// refuseSeize, when set (by tests), is asked before each
+	// PTRACE_SEIZE; an error it returns is taken as the seize's, which is
+	// then not made.
+	refuseSeize func(tid int) error
 	// onPause, when set (by tests), is told each pause Attach makes while
 	// it waits for threads to stop.
 	onPause func(time.Duration)

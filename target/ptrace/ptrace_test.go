@@ -1082,6 +1082,46 @@ func TestDetachOnSignalsStop(t *testing.T) {
 	waitRunning(t, tt.pid)
 }
 
+// TestSeizeRetriesUnexplainedRefusal: a refusal (EPERM) that nothing in
+// /proc explains, as another thread's exec makes for the old group
+// leader's id, is tried again: a thread refused twice is seized the third
+// time and the attach succeeds; one refused every time is reported as
+// refused, after as many tries as seize makes.
+func TestSeizeRetriesUnexplainedRefusal(t *testing.T) {
+	tt := startThreads(t)
+	tries := map[int]int{}
+	refuse := func(times int) func(int) error {
+		clear(tries)
+		return func(tid int) error {
+			tries[tid]++
+			if tid == tt.pid && tries[tid] <= times {
+				return unix.EPERM
+			}
+			return nil
+		}
+	}
+	p := attach(t, tt.pid, Options{refuseSeize: refuse(epermRetries)})
+	if tries[tt.pid] != epermRetries+1 {
+		t.Errorf("the main thread was tried %d times, want %d", tries[tt.pid], epermRetries+1)
+	}
+	checkThreads(t, p, tt)
+	if err := p.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err := Attach(tt.pid, Options{refuseSeize: refuse(epermRetries + 1)})
+	if err == nil || !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "attaching refused") {
+		t.Fatalf("Attach with every seize of the main thread refused: %v; want attaching refused", err)
+	}
+	if tries[tt.pid] != epermRetries+1 {
+		t.Errorf("the main thread was tried %d times, want %d", tries[tt.pid], epermRetries+1)
+	}
+	waitRunning(t, tt.pid)
+}
+
 func TestPermissionRefused(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a helper as another user")
